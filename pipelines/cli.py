@@ -1,0 +1,39 @@
+"""The `tfrecords` command: convert, verify, inspect, demo."""
+from __future__ import annotations
+
+import sys
+
+USAGE = """usage: tfrecords COMMAND [options]
+
+commands:
+  convert   image folder tree or label table -> TFRecord shards (tfrecords convert --help)
+  verify    re-read an output and check it against its manifest
+  inspect   print the first records of an output, optionally save their images
+  demo      generate a sample dataset from the shipped photos, convert and verify it
+"""
+
+
+def main(argv=None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        sys.exit(0 if argv else 2)
+    cmd, rest = argv[0], argv[1:]
+    if cmd == "convert":
+        from pipelines.convert import run
+        sys.exit(run(rest, prog="tfrecords convert"))
+    if cmd == "verify":
+        from pipelines.verify import main as verify
+        sys.exit(verify(rest))
+    if cmd == "inspect":
+        from pipelines.inspect_output import main as inspect
+        sys.exit(inspect(rest))
+    if cmd == "demo":
+        from pipelines.demo import main as demo
+        sys.exit(demo(rest))
+    print(f"tfrecords: unknown command {cmd!r}\n\n{USAGE}", file=sys.stderr)
+    sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

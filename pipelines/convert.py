@@ -1,0 +1,129 @@
+"""Convert an image tree or label table into TFRecord shards.
+
+    python -m pipelines.convert --input ./images --output ./out [Beam flags]
+
+The pipeline, one stage per step (element shapes in the comments):
+    ListInputs | AssignLabels | Split | ValidateImages | PlanShards | WriteShards | Publish
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import tempfile
+import time
+import uuid
+from typing import Optional
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines import __version__, output_guard, runner as runners
+from pipelines.config import ConvertConfig
+from pipelines.options import ConvertOptions, help_parser
+from pipelines.parse import UsageError, build_config
+from pipelines.report import ProgressLine, print_summary
+from transforms import fsutil, layout
+from transforms.assign_labels import AssignLabels
+from transforms.list_inputs import RECORDS, REJECTS, STATS, ListInputs
+from transforms.plan_shards import PlanShards
+from transforms.publish import Publish, release_lock
+from transforms.split import Split
+from transforms.validate_images import ValidateImages
+from transforms.write_shards import WriteShards
+
+
+def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "") -> None:
+    out = cfg.output
+    staging = layout.staging_dir(out.output, out.run_id)
+    listed = p | "ListInputs" >> ListInputs(cfg.inputs)
+    # [Rec(rel, path, size, raw label/split/extras)] batches
+    labeled = listed[RECORDS] | "AssignLabels" >> AssignLabels(cfg.labels, cfg.inputs.extra_columns)
+    # [Rec + label_id | target, typed extras]; label_map: singleton LabelMap
+    split = labeled[RECORDS] | "Split" >> Split(cfg.splits, cfg.shards.seed, cfg.shards.max_per_split)
+    # [Rec + split, shuffle key]
+    valid = split[RECORDS] | "ValidateImages" >> ValidateImages(cfg.images, progress_dir)
+    # [Rec + size, format, height, width, channels, crc]
+    planned = valid[RECORDS] | "PlanShards" >> PlanShards(cfg.shards)
+    # ((split, index, num_shards), [[(position, Rec)]]); plans: singleton {split: SplitPlan}
+    written = planned["shards"] | "WriteShards" >> WriteShards(
+        staging, cfg.shards.compression, cfg.images, dict(out.feature_keys), labeled["label_map"], progress_dir)
+    # ShardResult(name, temp path, records, bytes, sha256)
+    rejects = ((listed[REJECTS], labeled[REJECTS], split[REJECTS], valid[REJECTS], written[REJECTS])
+               | "AllRejects" >> beam.Flatten())
+    stats = (listed[STATS], split[STATS]) | "AllStats" >> beam.Flatten()
+    ({"shards": written["shards"], "rejects": rejects, "stats": stats,
+      "label_map": labeled["label_map"], "plans": planned["plans"]}
+     | "Publish" >> Publish(output=out.output, run_id=out.run_id, staging=staging, options=cfg.describe(),
+                            keys=dict(out.feature_keys), compression=cfg.shards.compression,
+                            max_reject_fraction=cfg.max_reject_fraction, tool_version=__version__))
+    # manifest.json, written last
+
+
+def _error_message(e: BaseException) -> Optional[str]:
+    """Our own error inside a Beam failure (Beam wraps it with tracebacks)."""
+    text = str(e)
+    for cls in ("TooManyRejects", "PublishError", "LabelError"):
+        marker = cls + ": "
+        if marker in text:
+            return text[text.rindex(marker) + len(marker):].split("\n")[0].split(" [while running")[0]
+    return None
+
+
+def _quiet_beam_logs() -> None:
+    # Local workers relay their start-up chatter at WARNING; keep errors only.
+    logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
+    logging.getLogger("apache_beam.options.pipeline_options").setLevel(logging.ERROR)
+
+
+def run(argv: Optional[list] = None, prog: str = "python -m pipelines.convert") -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    _quiet_beam_logs()
+    if "-h" in argv or "--help" in argv:
+        help_parser(prog).print_help()
+        return 0
+    options = PipelineOptions(argv)
+    run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:8]
+    try:
+        local = runners.is_local(options)
+        progress_mode = options.view_as(ConvertOptions).progress
+        cfg = build_config(options.view_as(ConvertOptions), run_id, progress=local and progress_mode != "off")
+        runner = runners.choose_runner(options, argv)
+        output_guard.acquire_lock(cfg.output.output, run_id)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        output_guard.check_output(cfg.output.output, cfg.inputs.root, cfg.output.overwrite)
+        output_guard.remove_leftover_staging(cfg.output.output, run_id)
+    except UsageError as e:
+        release_lock(cfg.output.output, run_id)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="tfrecords-progress-") as progress_dir:
+        try:
+            p = beam.Pipeline(runner=runner, options=options)
+            build_pipeline(p, cfg, progress_dir if cfg.output.progress else "")
+            with ProgressLine(progress_dir if cfg.output.progress else "", progress_mode):
+                result = p.run()
+                result.wait_until_finish()
+        except (Exception, KeyboardInterrupt) as e:
+            release_lock(cfg.output.output, run_id)
+            fsutil.delete_tree(layout.staging_dir(cfg.output.output, run_id))
+            msg = _error_message(e)
+            if msg is None:
+                raise
+            print(f"error: {msg}", file=sys.stderr)
+            return 1
+    if not local:
+        return 0
+    print_summary(cfg.output.output, time.time() - started)
+    return 0
+
+
+def main() -> None:
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

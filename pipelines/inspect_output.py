@@ -1,0 +1,81 @@
+"""`tfrecords inspect OUT`: print the first records of a converted dataset
+(every feature but the image bytes) and optionally save their images."""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+from typing import Optional
+
+from pipelines.verify import _decoder
+from transforms import fsutil, layout
+from transforms.tfrecord_io import Compression, iter_records
+
+
+def first_records(output: str, split: str, n: int) -> list[dict]:
+    """The first n records of a split (in shard order) as {feature: values}."""
+    m = json.loads(fsutil.read_bytes(fsutil.join(output, layout.MANIFEST)))
+    compression = Compression(m.get("compression", "none"))
+    decoder = _decoder(m["features"])
+    out: list = []
+    for entry in m["splits"][split]["shards"]:
+        if len(out) >= n:
+            break
+        with fsutil.open_read(fsutil.join(output, entry["name"])) as f:
+            datas = [d for _, d in itertools.islice(iter_records(f, compression), n - len(out))]
+        if datas:
+            out += decoder.DecodeBatch(datas).to_pylist()
+    return out
+
+
+def _show(value) -> str:
+    if value is None:
+        return "(absent)"
+    shown = []
+    for v in value:
+        if isinstance(v, bytes):
+            try:
+                text = v.decode("utf-8")
+                shown.append(repr(text) if len(v) <= 200 and text.isprintable() else f"<{len(v):,} bytes>")
+            except UnicodeDecodeError:
+                shown.append(f"<{len(v):,} bytes>")
+        else:
+            shown.append(repr(v))
+    return shown[0] if len(shown) == 1 else "[" + ", ".join(shown) + "]"
+
+
+def main(argv: Optional[list] = None) -> int:
+    ap = argparse.ArgumentParser(prog="tfrecords inspect", description=__doc__.split("\n\n")[0])
+    ap.add_argument("output", help="output folder of a conversion (local or gs://)")
+    ap.add_argument("--split", default="", help="split to show (default: every split)")
+    ap.add_argument("-n", "--num", type=int, default=3, help="records to show per split")
+    ap.add_argument("--save_images", default="", help="folder to write the shown images to")
+    args = ap.parse_args(argv)
+    output = fsutil.normalize_root(args.output)
+    try:
+        m = json.loads(fsutil.read_bytes(fsutil.join(output, layout.MANIFEST)))
+    except FileNotFoundError:
+        print(f"error: {output} has no {layout.MANIFEST} (not a complete output)", file=sys.stderr)
+        return 1
+    splits = [args.split] if args.split else list(m["splits"])
+    unknown = [s for s in splits if s not in m["splits"]]
+    if unknown:
+        print(f"error: no split {unknown[0]!r}; splits are {list(m['splits'])}", file=sys.stderr)
+        return 2
+    roles = m.get("feature_roles", {})
+    for split in splits:
+        print(f"== {split}: {m['splits'][split]['records']:,} records in {m['splits'][split]['num_shards']} shards")
+        for i, rec in enumerate(first_records(output, split, args.num)):
+            print(f"-- record {i}")
+            for key in sorted(rec):
+                print(f"   {key}: {_show(rec[key])}")
+            if args.save_images and rec.get(roles.get("encoded")):
+                os.makedirs(args.save_images, exist_ok=True)
+                fmt = (rec.get(roles.get("format")) or [b"img"])[0].decode()
+                path = os.path.join(args.save_images, f"{split}-{i}.{'jpg' if fmt == 'jpeg' else fmt}")
+                with open(path, "wb") as f:
+                    f.write(rec[roles["encoded"]][0])
+                print(f"   saved {path}")
+    return 0

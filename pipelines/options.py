@@ -1,0 +1,125 @@
+"""Every flag of a conversion, with help text and defaults. Any other flag
+(--runner, --direct_num_workers, --project, ...) passes through to Beam."""
+from __future__ import annotations
+
+import argparse
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+# Beam's own --labels (Dataflow job labels) takes that name; ours is --label_table.
+
+
+class ConvertOptions(PipelineOptions):
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        add_convert_args(parser)
+
+
+def add_convert_args(parser) -> None:
+    g = parser.add_argument_group("input") if hasattr(parser, "add_argument_group") else parser
+    g.add_argument("--input", default="",
+                   help="Image folder tree (local or gs://): root/<class>/<image>, nested trees, or split "
+                        "folders root/train/<class>/...")
+    g.add_argument("--label_table", default="",
+                   help="Label table instead of a tree: CSV/TSV with a header row, or JSON Lines "
+                        "(.csv, .tsv, .jsonl; .gz allowed); a path column and a label column")
+    g.add_argument("--image_root", default="",
+                   help="Folder the table's paths are relative to (default: the table's folder)")
+    g.add_argument("--path_column", default="",
+                   help="Table column holding image paths or ids (default: the first of filename, file, "
+                        "path, image, id, ... present)")
+    g.add_argument("--label_column", default="",
+                   help="Table column holding labels (default: the first of label, class, category, target "
+                        "present)")
+    g.add_argument("--split_column", default="",
+                   help="Table column naming each row's split (default: 'split' when --split is auto or column)")
+    g.add_argument("--extra_columns", default="*",
+                   help="Other table columns to carry into the Example as typed features (int64, float or "
+                        "bytes, inferred from all values): '*' for all, '' for none, or a comma list")
+    g.add_argument("--include", default="*",
+                   help="Comma list of case-insensitive file-name patterns to list in a tree, e.g. '*.jpg,*.png'; "
+                        "other files are counted as excluded (hidden files always are)")
+    g.add_argument("--allow_absolute_paths", action="store_true", default=False,
+                   help="Accept absolute paths and URLs in the label table (refused as unsafe_path by default)")
+
+    g = parser.add_argument_group("labels") if hasattr(parser, "add_argument_group") else parser
+    g.add_argument("--label_from", default="auto", choices=["auto", "folder", "table", "regex", "none"],
+                   help="Where labels come from; auto: the table if given, --label_regex if given, else the folder")
+    g.add_argument("--label_depth", type=int, default=1,
+                   help="Folder level naming the class, counted from the root (below a split folder); negative "
+                        "counts up from the file: -1 is the image's own folder")
+    g.add_argument("--label_regex", default="",
+                   help="Regular expression on the file name; the label is the group named 'label', else group 1, "
+                        r"e.g. '^([a-z]+)\.\d+\.jpg$' gives cat for cat.123.jpg")
+    g.add_argument("--label_type", default="auto", choices=["auto", "class", "int", "float"],
+                   help="auto: int if every label is an integer, float (regression) if every label is a number, "
+                        "else class names")
+    g.add_argument("--label_map", default="",
+                   help="Frozen label map (JSON {name: id}, or a text file of one name per line) that fixes class "
+                        "ids; labels outside it are rejected as unknown_label")
+    g.add_argument("--extend_label_map", action="store_true", default=False,
+                   help="With --label_map: give new classes new ids after the existing ones instead of rejecting")
+    g.add_argument("--label_offset", type=int, default=0,
+                   help="Added to every class id (1 leaves 0 for a background class)")
+
+    g = parser.add_argument_group("splits, shuffle and shards") if hasattr(parser, "add_argument_group") else parser
+    g.add_argument("--split", default="auto",
+                   help="auto (a 'split' table column, or split folders train/validation/test/... at the top of "
+                        "the tree, else everything in 'train'), folders, column, a single split name, or ratios "
+                        "'train=0.8,validation=0.2' (hash of the relative path, stable as the dataset grows)")
+    g.add_argument("--split_salt", default="", help="Salt for ratio splits (change it to draw another split)")
+    g.add_argument("--seed", type=int, default=0, help="Seed of the deterministic shuffle within each split")
+    g.add_argument("--num_shards", default="",
+                   help="Shards per split: N for every split, or 'train=16,validation=2'; "
+                        "empty: computed from --shard_size")
+    g.add_argument("--shard_size", default="150MB",
+                   help="Target shard size when --num_shards is not given (TensorFlow recommends 100-200 MB)")
+    g.add_argument("--shard_multiple", type=int, default=1,
+                   help="Round each split's shard count up to a multiple of this (e.g. the number of TPU hosts)")
+    g.add_argument("--compression", default="none", choices=["none", "gzip", "zlib"],
+                   help="Compress shards (read them with compression_type GZIP or ZLIB); JPEGs gain ~nothing")
+    g.add_argument("--max_examples_per_split", type=int, default=0,
+                   help="Keep only the first N records of each split in shuffle order, before validation "
+                        "(a quick trial run); 0: all")
+
+    g = parser.add_argument_group("images and examples") if hasattr(parser, "add_argument_group") else parser
+    g.add_argument("--validate", default="full", choices=["full", "header"],
+                   help="full: check structure and decode every image (at 1/8 scale for JPEG); header: structure "
+                        "checks only (end markers, chunk CRCs), faster, misses corrupt pixel data")
+    g.add_argument("--output_formats", default="jpeg,png",
+                   help="Formats stored as-is (bytes unchanged), among jpeg,png")
+    g.add_argument("--reencode", default="off", choices=["off", "jpeg", "png"],
+                   help="Other formats (gif, webp, bmp, tiff, avif, or jpeg/png not in --output_formats): off "
+                        "rejects them as unsupported_format; jpeg/png re-encodes them (first frame, EXIF "
+                        "orientation applied, 16-bit scaled, alpha composited on white for jpeg)")
+    g.add_argument("--jpeg_quality", type=int, default=95, help="Quality of re-encoded JPEGs")
+    g.add_argument("--max_pixels", type=int, default=89_478_485,
+                   help="Reject images whose header claims more pixels (decompression bombs) before decoding")
+    g.add_argument("--feature_keys", default="",
+                   help="Rename Example keys: 'image/encoded=image_raw,image/class/label=label'; an empty new "
+                        "name drops the feature")
+
+    g = parser.add_argument_group("output") if hasattr(parser, "add_argument_group") else parser
+    g.add_argument("--output", default="", help="Output folder (local or gs://) for shards and manifest")
+    g.add_argument("--overwrite", action="store_true", default=False,
+                   help="Replace a dataset already in --output (its stale shards are removed)")
+    g.add_argument("--max_reject_fraction", type=float, default=0.05,
+                   help="Fail without publishing when more than this fraction of listed records is rejected "
+                        "(the rejects are still written for inspection); 1 never fails")
+    g.add_argument("--progress", default="auto", choices=["auto", "on", "off"],
+                   help="Progress line during a local run (auto: on when stderr is a terminal, else a line every "
+                        "10 s)")
+
+
+def help_parser(prog: str) -> argparse.ArgumentParser:
+    """A parser holding only our flags, for --help (Beam's has hundreds)."""
+    p = argparse.ArgumentParser(
+        prog=prog, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Convert an image folder tree or a label table into deterministic, fixed-size TFRecord "
+                    "shards of tf.train.Example.",
+        epilog="Beam flags pass through, e.g. --runner (default: the local FnApiRunner, multi-process on all "
+               "cores; DirectRunner means the same), --direct_num_workers N, --direct_running_mode "
+               "in_memory|multi_processing, --runner DataflowRunner --project P --region R --temp_location "
+               "gs://... --setup_file ./setup.py.")
+    add_convert_args(p)
+    return p

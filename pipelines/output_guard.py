@@ -1,0 +1,76 @@
+"""Checks and the lock on the output folder, before a conversion starts."""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import socket
+
+from pipelines.parse import UsageError
+from transforms import fsutil, layout
+
+
+def check_output(output: str, inputs_root: str, overwrite: bool) -> None:
+    if fsutil.is_local(output) and fsutil.is_local(inputs_root):
+        if os.path.commonpath([output, inputs_root]) == inputs_root:
+            raise UsageError(f"--output {output!r} is inside the input folder {inputs_root!r}; its shards would "
+                             "be listed as inputs. Choose a folder outside it")
+    if fsutil.is_local(output) and os.path.exists(output) and not os.path.isdir(output):
+        raise UsageError(f"--output {output!r} is a file, not a folder")
+    names = [n for n in fsutil.list_dir(output) if layout.is_dataset_file(n)]
+    if names and not overwrite:
+        shards = sum(1 for n in names if layout.SHARD_RE.match(n))
+        what = ("a complete dataset" if layout.MANIFEST in names
+                else "an incomplete dataset (no manifest.json)")
+        raise UsageError(f"--output {output!r} already holds {what}: {shards} shard(s), "
+                         f"{', '.join(n for n in names if not layout.SHARD_RE.match(n)) or 'no other files'}. "
+                         "Pass --overwrite to replace it, or choose another folder")
+
+
+def _lock_body(run_id: str) -> bytes:
+    return json.dumps({"run_id": run_id, "host": socket.gethostname(), "pid": os.getpid(),
+                       "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+                      ).encode()
+
+
+def _stale(held: dict) -> bool:
+    """A lock left by a dead process on this machine (e.g. a killed run)."""
+    if held.get("host") != socket.gethostname():
+        return False
+    try:
+        os.kill(int(held.get("pid", -1)), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, ValueError, TypeError):
+        return False
+    return False
+
+
+def acquire_lock(output: str, run_id: str) -> None:
+    lock = fsutil.join(output, layout.LOCK)
+    for _ in range(2):
+        try:
+            fsutil.create_only(lock, _lock_body(run_id))
+            return
+        except fsutil.AlreadyExists:
+            try:
+                held = json.loads(fsutil.read_bytes(lock))
+            except Exception:
+                held = {}
+            if _stale(held):
+                fsutil.delete([lock])
+                continue
+            raise UsageError(
+                f"another conversion is writing --output {output!r} (run {held.get('run_id', '?')} on host "
+                f"{held.get('host', '?')}, pid {held.get('pid', '?')}, started {held.get('started', '?')}). "
+                f"If no conversion is running, delete {lock} and retry") from None
+    raise UsageError(f"could not take the lock {lock}")
+
+
+def remove_leftover_staging(output: str, run_id: str) -> None:
+    """Staging folders of earlier runs that died (we hold the lock, so no
+    other run is using them)."""
+    mine = layout.STAGING_PREFIX + run_id
+    for d in fsutil.list_subdirs(output):
+        if d.startswith(layout.STAGING_PREFIX) and d != mine:
+            fsutil.delete_tree(fsutil.join(output, d))

@@ -1,0 +1,275 @@
+"""Turn the option strings into a ConvertConfig once, before anything is
+submitted, failing at once with a message that says how to fix it."""
+from __future__ import annotations
+
+import json
+import math
+import posixpath
+import re
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from pipelines.config import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, ConvertConfig, InputKind, InputSpec, LabelSource,
+                              LabelSpec, LabelType, OutputSpec, ShardSpec, SplitSource, SplitSpec)
+from transforms import fsutil, tables
+from transforms.images import STORABLE_FORMATS, ImagePolicy, Validation
+from transforms.tfrecord_io import Compression
+from transforms.write_shards import DEFAULT_KEYS
+
+
+class UsageError(ValueError):
+    """A bad option value; the message names it and what is allowed."""
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*$", re.I)
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40, "K": 10**3, "M": 10**6, "G": 10**9}
+
+
+def parse_size(text: str) -> int:
+    m = _SIZE.match(text)
+    unit = m.group(2).upper() if m else None
+    if not m or unit not in _UNITS:
+        raise UsageError(f"--shard_size {text!r} is not a size; use e.g. 150MB, 1GB, 512MiB")
+    n = int(float(m.group(1)) * _UNITS[unit])
+    if n < 1:
+        raise UsageError(f"--shard_size {text!r} must be positive")
+    return n
+
+
+def parse_pairs(text: str, flag: str) -> list[tuple[str, str]]:
+    pairs = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "=" not in part:
+            raise UsageError(f"{flag} {text!r}: {part!r} is not NAME=VALUE")
+        k, v = part.split("=", 1)
+        pairs.append((k.strip(), v.strip()))
+    return pairs
+
+
+def parse_num_shards(text: str) -> tuple:
+    text = text.strip()
+    if not text or text == "0":
+        return ()
+    if text.isdigit():
+        return (("*", int(text)),)
+    out = []
+    for name, v in parse_pairs(text, "--num_shards"):
+        if not SPLIT_NAME.match(name) or not v.isdigit() or int(v) < 1:
+            raise UsageError(f"--num_shards {text!r}: expected N or SPLIT=N,... with N >= 1")
+        out.append((name, int(v)))
+    return tuple(out)
+
+
+def parse_split(text: str, have_split_folders: bool, have_split_column: bool) -> SplitSpec:
+    text = text.strip()
+    if text == "auto":
+        if have_split_column:
+            return SplitSpec(SplitSource.COLUMN)
+        if have_split_folders:
+            return SplitSpec(SplitSource.FOLDERS)
+        return SplitSpec(SplitSource.SINGLE, name="train")
+    if text == "folders":
+        return SplitSpec(SplitSource.FOLDERS)
+    if text == "column":
+        return SplitSpec(SplitSource.COLUMN)
+    if "=" not in text:
+        if not SPLIT_NAME.match(text):
+            raise UsageError(f"--split {text!r}: a split name is 1-64 letters, digits or '_' "
+                             "(or use auto, folders, column, or NAME=FRACTION,...)")
+        return SplitSpec(SplitSource.SINGLE, name=text)
+    ratios = []
+    for name, v in parse_pairs(text, "--split"):
+        if not SPLIT_NAME.match(name):
+            raise UsageError(f"--split {text!r}: split name {name!r} must be 1-64 letters, digits or '_'")
+        try:
+            f = float(v)
+        except ValueError:
+            raise UsageError(f"--split {text!r}: fraction {v!r} of {name!r} is not a number") from None
+        if not (0 < f <= 1) or not math.isfinite(f):
+            raise UsageError(f"--split {text!r}: fraction {v} of {name!r} must be in (0, 1]")
+        ratios.append((name, f))
+    if len({n for n, _ in ratios}) != len(ratios):
+        raise UsageError(f"--split {text!r} names a split twice")
+    total = sum(f for _, f in ratios)
+    if abs(total - 1) > 1e-6:
+        raise UsageError(f"--split {text!r}: fractions add up to {total:g}; they must add up to 1")
+    return SplitSpec(SplitSource.RATIOS, ratios=tuple(ratios))
+
+
+def load_label_map(path: str) -> tuple:
+    try:
+        raw = fsutil.read_bytes(path).decode("utf-8-sig")
+    except Exception as e:
+        raise UsageError(f"--label_map {path!r} cannot be read: {e}") from None
+    if path.lower().endswith(".json"):
+        try:
+            d = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise UsageError(f"--label_map {path!r} is not valid JSON: {e}") from None
+        if isinstance(d, dict) and "classes" in d and isinstance(d["classes"], dict):
+            d = d["classes"]  # a manifest's label_map section
+        if not isinstance(d, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in d.values()):
+            raise UsageError(f"--label_map {path!r} must be a JSON object {{name: integer id}}")
+        pairs = [(str(k), v) for k, v in d.items()]
+    else:
+        names = [line.strip() for line in raw.splitlines() if line.strip()]
+        pairs = [(n, i) for i, n in enumerate(names)]
+    names = [n for n, _ in pairs]
+    ids = [i for _, i in pairs]
+    if len(set(names)) != len(names) or len(set(ids)) != len(ids):
+        raise UsageError(f"--label_map {path!r} repeats a name or an id")
+    return tuple(sorted(pairs, key=lambda p: (p[1], p[0])))
+
+
+def _read_table_head(path: str, fmt: str) -> tuple[list, list]:
+    if not FileSystems.exists(path):
+        raise UsageError(f"--label_table {path!r}: no such file")
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.AUTO) as f:
+            return tables.read_columns(tables.text_stream(f), fmt)
+    except (tables.TableError, UnicodeDecodeError) as e:
+        raise UsageError(f"--label_table {path!r}: {e}") from None
+
+
+def build_config(o, run_id: str, progress: bool = False) -> ConvertConfig:
+    if not o.output:
+        raise UsageError("--output is required: the folder (local or gs://) for the shards")
+    if bool(o.input) == bool(o.label_table):
+        raise UsageError("give exactly one of --input (an image folder tree) or --label_table (a CSV/TSV/JSONL "
+                         "label table with --image_root)")
+    label_from = o.label_from
+    columns: list = []
+    if o.input:
+        root = fsutil.normalize_root(o.input)
+        if not fsutil.is_dir(root):
+            raise UsageError(f"--input {o.input!r}: no such folder (or it holds no files)")
+        subdirs = fsutil.list_subdirs(root)
+        split_folders = bool(subdirs) and all(d.lower() in KNOWN_SPLIT_FOLDERS for d in subdirs
+                                              if not d.startswith("."))
+        split = parse_split(o.split, split_folders, False)
+        if split.source is SplitSource.COLUMN:
+            raise UsageError("--split column needs a --label_table")
+        if split.source is SplitSource.FOLDERS and not subdirs:
+            raise UsageError(f"--split folders: {o.input!r} has no sub-folders to name the splits")
+        if label_from == "table":
+            raise UsageError("--label_from table needs a --label_table")
+        inputs = InputSpec(InputKind.FOLDER, root, include=tuple(p.strip() for p in o.include.split(",") if p.strip())
+                           or ("*",), split_folders=split.source is SplitSource.FOLDERS)
+    else:
+        table = o.label_table if not fsutil.is_local(o.label_table) else fsutil.normalize_root(o.label_table)
+        try:
+            fmt = tables.table_format(table)
+        except tables.TableError as e:
+            raise UsageError(str(e)) from None
+        columns, sample = _read_table_head(table, fmt)
+        try:
+            path_col = tables.pick_column(columns, o.path_column, tables.PATH_COLUMNS, "path")
+            label_col = tables.pick_column(columns, o.label_column, tables.LABEL_COLUMNS, "label",
+                                           required=label_from == "table")
+            split_col = tables.pick_column(columns, o.split_column, tables.SPLIT_COLUMNS, "split",
+                                           required=o.split == "column")
+        except tables.TableError as e:
+            raise UsageError(f"--label_table {o.label_table!r}: {e}") from None
+        if label_from == "auto" and not label_col and not o.label_regex:
+            label_from = "none"  # an unlabelled table
+        split = parse_split(o.split, False, bool(split_col))
+        if split.source is SplitSource.FOLDERS:
+            raise UsageError("--split folders needs an --input folder tree, not a table")
+        if split.source is not SplitSource.COLUMN:
+            split_col = ""
+        used = {path_col, label_col, split_col}
+        if o.extra_columns.strip() == "*":
+            extras = tuple(c for c in columns if c not in used and c)
+        else:
+            extras = tuple(c.strip() for c in o.extra_columns.split(",") if c.strip())
+            missing = [c for c in extras if c not in columns]
+            if missing:
+                raise UsageError(f"--extra_columns {missing} not in the table; columns are {columns}")
+        image_root = fsutil.normalize_root(o.image_root or posixpath.dirname(table))
+        resolve_ids = any(r.get(path_col) and not tables.has_image_extension(r[path_col]) for r in sample)
+        inputs = InputSpec(InputKind.TABLE, image_root, table=table, table_format=fmt, path_column=path_col,
+                           label_column=label_col, split_column=split_col, extra_columns=extras,
+                           resolve_ids=resolve_ids, allow_absolute_paths=o.allow_absolute_paths)
+    labels = _label_spec(o, label_from, inputs)
+    keys = _feature_keys(o.feature_keys, inputs.extra_columns)
+    return ConvertConfig(
+        inputs=inputs, labels=labels, splits=split,
+        images=_image_policy(o), shards=_shard_spec(o),
+        output=OutputSpec(fsutil.normalize_root(o.output), run_id, o.overwrite, keys, progress),
+        max_reject_fraction=_fraction(o.max_reject_fraction))
+
+
+def _label_spec(o, label_from: str, inputs: InputSpec) -> LabelSpec:
+    if label_from == "auto":
+        label_from = "regex" if o.label_regex else "table" if inputs.kind is InputKind.TABLE else "folder"
+    source = LabelSource(label_from)
+    if source is LabelSource.REGEX:
+        if not o.label_regex:
+            raise UsageError("--label_from regex needs --label_regex")
+        try:
+            re.compile(o.label_regex)
+        except re.error as e:
+            raise UsageError(f"--label_regex {o.label_regex!r} is not a valid regular expression: {e}") from None
+    if source is LabelSource.FOLDER and o.label_depth == 0:
+        raise UsageError("--label_depth 0 names no folder; use 1 for root/<class>/..., -1 for the image's folder")
+    frozen = load_label_map(o.label_map) if o.label_map else None
+    if o.extend_label_map and frozen is None:
+        raise UsageError("--extend_label_map needs --label_map (the map to extend)")
+    label_type = LabelType(o.label_type)
+    if frozen is not None and label_type not in (LabelType.AUTO, LabelType.CLASS):
+        raise UsageError(f"--label_map gives class names; it cannot be used with --label_type {o.label_type}")
+    return LabelSpec(source, depth=o.label_depth, regex=o.label_regex, label_type=label_type, frozen_map=frozen,
+                     extend_map=o.extend_label_map, offset=o.label_offset, split_folders=inputs.split_folders)
+
+
+def _image_policy(o) -> ImagePolicy:
+    formats = frozenset(f.strip().lower().replace("jpg", "jpeg") for f in o.output_formats.split(",") if f.strip())
+    bad = formats - set(STORABLE_FORMATS)
+    if not formats or bad:
+        raise UsageError(f"--output_formats {o.output_formats!r}: allowed are {','.join(STORABLE_FORMATS)} "
+                         "(other formats decode to 4-D tensors or not at all in TensorFlow; use --reencode)")
+    if not 1 <= o.jpeg_quality <= 100:
+        raise UsageError(f"--jpeg_quality {o.jpeg_quality} must be 1..100")
+    if o.max_pixels < 1:
+        raise UsageError(f"--max_pixels {o.max_pixels} must be positive")
+    return ImagePolicy(validation=Validation(o.validate), output_formats=formats,
+                       reencode="" if o.reencode == "off" else o.reencode,
+                       max_pixels=o.max_pixels, jpeg_quality=o.jpeg_quality)
+
+
+def _shard_spec(o) -> ShardSpec:
+    if o.shard_multiple < 1:
+        raise UsageError(f"--shard_multiple {o.shard_multiple} must be >= 1")
+    if not -(2**63) <= o.seed < 2**63:
+        raise UsageError(f"--seed {o.seed} must fit in 64 bits")
+    if o.max_examples_per_split < 0:
+        raise UsageError("--max_examples_per_split must be >= 0 (0: no cap)")
+    return ShardSpec(num_shards=parse_num_shards(o.num_shards), shard_bytes=parse_size(o.shard_size),
+                     multiple=o.shard_multiple, compression=Compression(o.compression), seed=o.seed,
+                     max_per_split=o.max_examples_per_split)
+
+
+def _feature_keys(text: str, extra_columns: tuple) -> tuple:
+    known = set(DEFAULT_KEYS.values()) | set(extra_columns)
+    clash = set(extra_columns) & set(DEFAULT_KEYS.values())
+    pairs = parse_pairs(text, "--feature_keys")
+    renamed = {old for old, _ in pairs}
+    if clash - renamed:
+        raise UsageError(f"table columns {sorted(clash - renamed)} have the names of built-in features; "
+                         "rename them with --feature_keys or leave them out with --extra_columns")
+    for old, new in pairs:
+        if old not in known:
+            raise UsageError(f"--feature_keys: {old!r} is not a feature; features are {sorted(known)}")
+    final = [dict(pairs).get(k, k) for k in known]
+    final = [k for k in final if k]
+    if len(final) != len(set(final)):
+        raise UsageError(f"--feature_keys {text!r} gives two features the same name")
+    return tuple(pairs)
+
+
+def _fraction(x: float) -> float:
+    if not 0 <= x <= 1:
+        raise UsageError(f"--max_reject_fraction {x} must be between 0 and 1")
+    return x

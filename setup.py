@@ -1,0 +1,32 @@
+"""Install with `pip install .`; Dataflow stages the same file with --setup_file ./setup.py."""
+import pathlib
+import re
+
+from setuptools import find_packages, setup
+
+HERE = pathlib.Path(__file__).parent
+VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "pipelines" / "__init__.py").read_text()).group(1)
+
+setup(
+    name="tfrecord-pipelines",
+    version=VERSION,
+    description="Image folders and label tables to deterministic TFRecord shards, with Apache Beam",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8") if (HERE / "README.md").exists() else "",
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["pipelines", "pipelines.*", "transforms", "transforms.*"]),
+    package_data={"pipelines": ["sample_photos/*"]},
+    install_requires=[
+        # Dataflow's worker image must carry the same Beam version (launch/Dockerfile).
+        "apache-beam[gcp]==2.77.0",
+        "tensorflow>=2.21,<2.22",
+        "tfx-bsl>=1.21,<1.22",
+        "google-cloud-storage>=3.0,<4",
+        "google-crc32c>=1.5",
+        "pillow>=12,<13",
+    ],
+    extras_require={
+        "test": ["pytest>=8", "gcp-storage-emulator>=2026.7"],
+    },
+    entry_points={"console_scripts": ["tfrecords=pipelines.cli:main"]},
+)

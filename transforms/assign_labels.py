@@ -1,0 +1,71 @@
+"""Stage AssignLabels: derive each record's label, build the dataset's label
+map from all of them (a global combine over metadata), then apply it.
+
+Input:  [Rec, ...] batches with rel and raw table cells
+Output: records  [Rec, ...] with label_id or target and typed extra features
+        rejects  [Reject, ...] (no_label, bad_label, unknown_label)
+        label_map  a singleton LabelMap
+"""
+from __future__ import annotations
+
+import apache_beam as beam
+
+from pipelines.config import LabelSpec
+from transforms import labels
+from transforms.list_inputs import RECORDS, REJECTS
+from transforms.records import Batch, Rec
+
+
+class _StatsFn(beam.CombineFn):
+    def create_accumulator(self):
+        return labels.Stats()
+
+    def add_input(self, acc, batch):
+        for rec in batch:
+            acc.add(rec)
+        return acc
+
+    def merge_accumulators(self, accs):
+        accs = iter(accs)
+        out = next(accs)
+        for a in accs:
+            out.merge(a)
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+class _AssignFn(beam.DoFn):
+    def __init__(self):
+        self._lookup_for = None
+        self._lookup = {}
+
+    def process(self, batch, label_map):
+        if self._lookup_for is not label_map:
+            self._lookup, self._lookup_for = label_map.as_dict(), label_map
+        good, bad = Batch(), Batch()
+        for rec in batch:
+            out = labels.assign_label(rec, label_map, self._lookup)
+            (good if isinstance(out, Rec) else bad).append(out)
+        if good:
+            yield good
+        if bad:
+            yield beam.pvalue.TaggedOutput(REJECTS, bad)
+
+
+class AssignLabels(beam.PTransform):
+    def __init__(self, spec: LabelSpec, extra_columns: tuple = ()):
+        super().__init__()
+        self._spec = spec
+        self._extra_columns = extra_columns
+
+    def expand(self, batches):
+        spec = self._spec
+        derived = batches | "DeriveLabel" >> beam.Map(
+            lambda b: Batch(r._replace(label_text=labels.raw_label(r, spec)) for r in b))
+        label_map = (derived | "LabelStats" >> beam.CombineGlobally(_StatsFn())
+                     | "LabelMap" >> beam.Map(labels.build_label_map, spec, self._extra_columns))
+        out = derived | "Assign" >> beam.ParDo(
+            _AssignFn(), beam.pvalue.AsSingleton(label_map)).with_outputs(REJECTS, main=RECORDS)
+        return {RECORDS: out[RECORDS], REJECTS: out[REJECTS], "label_map": label_map}

@@ -1,0 +1,320 @@
+"""Probe, validate and (optionally) re-encode one image, as pure functions.
+
+The rule we enforce: every image we write decodes with
+`tf.io.decode_image(data, expand_animations=False)` to a 3-D uint8 tensor of the
+recorded height, width and channels. TensorFlow itself is too heavy to run in
+the workers, so this module reproduces its acceptance rules, which differ from
+Pillow's (tests/test_images.py checks each rule against TensorFlow):
+
+* JPEG: TF fails when the stream ends before the end-of-image marker, even if
+  all pixels decoded (Pillow accepts a zero-padded file without EOI); TF only
+  warns on corrupt entropy-coded data. We walk the markers to the EOI.
+* PNG: TF (libpng) fails without IEND or with a bad CRC on a critical chunk
+  (Pillow accepts both). We walk the chunks and check those CRCs.
+* Decoding (full validation) catches what structure checks cannot, at ~2/3 of
+  the cost of a full decode: a JPEG is decoded at 1/8 scale (`draft`), which
+  still entropy-decodes the whole stream.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import io
+import re
+import struct
+import zlib
+from typing import NamedTuple, Optional
+
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from transforms.records import Reason
+
+JPEG, PNG, GIF, BMP, WEBP, TIFF, HEIC, AVIF = "jpeg", "png", "gif", "bmp", "webp", "tiff", "heic", "avif"
+STORABLE_FORMATS = (JPEG, PNG)  # decode_image gives 3-D tensors for these as-is
+_PIL_NAME = {JPEG: "JPEG", PNG: "PNG", GIF: "GIF", BMP: "BMP", WEBP: "WEBP", TIFF: "TIFF", AVIF: "AVIF"}
+_HEIF_BRANDS = {b"heic": HEIC, b"heix": HEIC, b"hevc": HEIC, b"heim": HEIC, b"heis": HEIC,
+                b"mif1": HEIC, b"msf1": HEIC, b"avif": AVIF, b"avis": AVIF}
+# channels decode_image returns for a Pillow mode; "P" depends on transparency.
+_CHANNELS = {"1": 1, "L": 1, "I;16": 1, "I;16B": 1, "I": 1, "LA": 2, "RGB": 3, "CMYK": 3, "YCbCr": 3, "RGBA": 4}
+_COLORSPACE = {1: "Grayscale", 2: "GrayscaleAlpha", 3: "RGB", 4: "RGBA"}
+
+
+class Validation(str, enum.Enum):
+    FULL = "full"      # structure checks and a decode of the whole stream
+    HEADER = "header"  # structure checks only (marker/chunk walk, CRCs, end marker)
+
+
+@dataclasses.dataclass(frozen=True)
+class ImagePolicy:
+    validation: Validation = Validation.FULL
+    output_formats: frozenset = frozenset(STORABLE_FORMATS)
+    reencode: str = ""  # "", "jpeg" or "png": what to turn other formats into
+    max_pixels: int = 89_478_485
+    jpeg_quality: int = 95
+    background: tuple = (255, 255, 255)
+
+
+class ImageInfo(NamedTuple):
+    fmt: str          # format of the bytes that will be stored
+    height: int
+    width: int
+    channels: int
+    colorspace: str
+    source_fmt: str   # format of the file as found (differs when re-encoded)
+
+
+class BadImage(Exception):
+    def __init__(self, reason: Reason, detail: str):
+        super().__init__(f"{reason.value}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def sniff_format(data: bytes) -> Optional[str]:
+    """The image format from magic numbers, never from the file name."""
+    if data[:3] == b"\xff\xd8\xff":
+        return JPEG
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return PNG
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return GIF
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return WEBP
+    if data[:4] in (b"II*\x00", b"MM\x00*"):
+        return TIFF
+    if data[4:8] == b"ftyp":
+        return _HEIF_BRANDS.get(data[8:12])
+    if data[:2] == b"BM" and len(data) >= 26:
+        return BMP
+    return None
+
+
+# FF followed by a marker code: not a stuffed zero, not RSTn, not fill.
+_NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
+_SOF_DECODABLE = {0xC0, 0xC1, 0xC2}  # baseline, extended sequential, progressive (Huffman)
+_SOF_ANY = set(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+_SOF_NAMES = {0xC3: "lossless", 0xC5: "hierarchical", 0xC6: "hierarchical", 0xC7: "hierarchical",
+              0xC9: "arithmetic-coded", 0xCA: "arithmetic-coded", 0xCB: "arithmetic-coded lossless",
+              0xCD: "hierarchical arithmetic", 0xCE: "hierarchical arithmetic", 0xCF: "hierarchical arithmetic"}
+_JPEG_CHANNELS = {1: 1, 3: 3, 4: 3}  # TensorFlow turns CMYK/YCCK into RGB
+_PNG_CHANNELS = {0: 1, 2: 3, 3: 3, 4: 2, 6: 4}
+_PNG_DEPTHS = {0: (1, 2, 4, 8, 16), 2: (8, 16), 3: (1, 2, 4, 8), 4: (8, 16), 6: (8, 16)}
+
+
+class Header(NamedTuple):
+    width: int
+    height: int
+    channels: int
+    body: int  # JPEG: offset of the first scan; PNG: unused
+
+
+def jpeg_header(data: bytes) -> Header:
+    """Size and channels from the frame header; the segments are walked up to
+    the first scan. Raises BadImage for what TensorFlow cannot decode."""
+    pos, n, sof = 2, len(data), None
+    while pos + 4 <= n:
+        if data[pos] != 0xFF:  # extraneous bytes: libjpeg warns and skips them
+            m = _NEXT_MARKER.search(data, pos)
+            if m is None:
+                break
+            pos = m.start()
+            continue
+        code = data[pos + 1]
+        if code == 0xFF:
+            pos += 1
+            continue
+        if code in (0x01, 0xD8) or 0xD0 <= code <= 0xD7:
+            pos += 2
+            continue
+        if code == 0xD9:
+            raise BadImage(Reason.CORRUPT, "JPEG ends (EOI) before any image data")
+        seglen = (data[pos + 2] << 8) | data[pos + 3]
+        if seglen < 2:
+            raise BadImage(Reason.CORRUPT, f"JPEG segment at byte {pos} has length {seglen}")
+        if code in _SOF_ANY:
+            if pos + 10 > n:
+                break
+            if code not in _SOF_DECODABLE:
+                raise BadImage(Reason.UNSUPPORTED_FORMAT, f"{_SOF_NAMES.get(code, 'unusual')} JPEG "
+                               f"(SOF{code - 0xC0}) does not decode in TensorFlow")
+            precision, h, w, comps = data[pos + 4], *struct.unpack_from(">HH", data, pos + 5), data[pos + 9]
+            if precision != 8:
+                raise BadImage(Reason.UNSUPPORTED_FORMAT, f"{precision}-bit JPEG does not decode in TensorFlow")
+            if comps not in _JPEG_CHANNELS:
+                raise BadImage(Reason.UNSUPPORTED_FORMAT, f"JPEG with {comps} colour components")
+            sof = (w, h, _JPEG_CHANNELS[comps])
+        elif code == 0xDA:
+            if sof is None:
+                raise BadImage(Reason.CORRUPT, "JPEG scan without a frame header")
+            return Header(*sof, pos)
+        pos += 2 + seglen
+    raise BadImage(Reason.TRUNCATED, "JPEG ends inside its headers")
+
+
+def jpeg_has_eoi(data: bytes, scan: int) -> bool:
+    """Whether the stream reaches an end-of-image marker, as libjpeg requires
+    (it fails with "premature end" otherwise, even when every pixel decoded).
+    A file ending in FF D9 does: entropy-coded data never contains FF D9."""
+    if data.endswith(b"\xff\xd9"):
+        return True
+    return jpeg_eoi_offset(data, scan) is not None
+
+
+def jpeg_eoi_offset(data: bytes, pos: int = 2) -> Optional[int]:
+    """Offset just past the EOI that ends the main image, or None when the
+    stream ends first. Walks markers from `pos`, skipping entropy-coded data."""
+    n = len(data)
+    while pos + 1 < n:
+        if data[pos] != 0xFF or data[pos + 1] in (0x00, 0xFF):
+            m = _NEXT_MARKER.search(data, pos)  # skip extraneous bytes, as libjpeg does
+            if m is None:
+                return None
+            pos = m.start()
+        code = data[pos + 1]
+        if code == 0xD9:
+            return pos + 2
+        if 0xD0 <= code <= 0xD7 or code in (0x01, 0xD8):
+            pos += 2
+            continue
+        if pos + 4 > n:
+            return None
+        pos += 2 + ((data[pos + 2] << 8) | data[pos + 3])
+        if code == 0xDA:  # start of scan: entropy-coded data runs to the next marker
+            m = _NEXT_MARKER.search(data, pos)
+            if m is None:
+                return None
+            pos = m.start()
+    return None
+
+
+def png_header(data: bytes) -> Header:
+    """Size and channels from IHDR, after checking every chunk: libpng (in
+    TensorFlow) fails without IEND or on a bad CRC in a critical chunk, which
+    Pillow accepts. A palette with a tRNS chunk decodes to 4 channels."""
+    if len(data) < 33 or data[12:16] != b"IHDR":
+        raise BadImage(Reason.TRUNCATED if len(data) < 33 else Reason.CORRUPT, "PNG without an IHDR chunk")
+    w, h, depth, ctype = struct.unpack_from(">IIBB", data, 16)
+    if ctype not in _PNG_CHANNELS or depth not in _PNG_DEPTHS[ctype]:
+        raise BadImage(Reason.CORRUPT, f"PNG colour type {ctype} with bit depth {depth} is not valid")
+    pos, n, trns = 8, len(data), False
+    while pos + 12 <= n:
+        (length,) = struct.unpack_from(">I", data, pos)
+        ctag = data[pos + 4:pos + 8]
+        end = pos + 12 + length
+        if end > n:
+            raise BadImage(Reason.TRUNCATED, f"PNG chunk {ctag!r} at byte {pos} is cut short")
+        if not ctag[0] & 0x20:  # critical chunk
+            (crc,) = struct.unpack_from(">I", data, end - 4)
+            if zlib.crc32(memoryview(data)[pos + 4:end - 4]) != crc:
+                raise BadImage(Reason.CORRUPT, f"PNG CRC mismatch in chunk {ctag.decode('latin-1')!r} at byte {pos}")
+        if ctag == b"tRNS":
+            trns = True
+        elif ctag == b"IEND":
+            channels = 4 if ctype == 3 and trns else _PNG_CHANNELS[ctype]
+            return Header(w, h, channels, 0)
+        pos = end
+    raise BadImage(Reason.TRUNCATED, "PNG has no IEND chunk (the file ends early)")
+
+
+def _open(data: bytes, fmt: str) -> Image.Image:
+    try:
+        return Image.open(io.BytesIO(data), formats=[_PIL_NAME[fmt]])
+    except Image.DecompressionBombError as e:
+        raise BadImage(Reason.TOO_MANY_PIXELS, str(e)) from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, struct.error) as e:
+        raise BadImage(Reason.CORRUPT, f"{fmt} header cannot be parsed: {e}") from None
+
+
+def _decode(im: Image.Image, fmt: str) -> None:
+    if fmt == JPEG:
+        w, h = im.size
+        im.draft(None, (max(1, w // 8), max(1, h // 8)))
+    try:
+        im.load()
+    except Image.DecompressionBombError as e:
+        raise BadImage(Reason.TOO_MANY_PIXELS, str(e)) from None
+    except (OSError, SyntaxError, ValueError, struct.error, EOFError, zlib.error) as e:
+        msg = str(e)
+        reason = Reason.TRUNCATED if "truncated" in msg else Reason.CORRUPT
+        raise BadImage(reason, f"{fmt} does not decode: {msg}") from None
+
+
+def probe_image(data: bytes, policy: ImagePolicy) -> ImageInfo:
+    """Checks one file's bytes and returns what will be stored, or raises BadImage."""
+    if not data:
+        raise BadImage(Reason.EMPTY, "the file has zero bytes")
+    fmt = sniff_format(data)
+    if fmt is None:
+        raise BadImage(Reason.NOT_AN_IMAGE, f"no known image signature; starts with {data[:12]!r}")
+    if fmt not in policy.output_formats:
+        return _probe_for_reencode(data, fmt, policy)
+    head = jpeg_header(data) if fmt == JPEG else png_header(data)
+    pixels = head.width * head.height
+    if pixels > policy.max_pixels:
+        raise BadImage(Reason.TOO_MANY_PIXELS, f"{head.width}x{head.height} = {pixels:,} pixels > --max_pixels "
+                       f"{policy.max_pixels:,}")
+    if pixels == 0:
+        raise BadImage(Reason.CORRUPT, f"image claims size {head.width}x{head.height}")
+    if fmt == JPEG and not jpeg_has_eoi(data, head.body):
+        raise BadImage(Reason.TRUNCATED, "JPEG stream ends before its end-of-image marker")
+    if policy.validation is Validation.FULL:
+        _decode(_open(data, fmt), fmt)
+    return ImageInfo(fmt, head.height, head.width, head.channels, _COLORSPACE[head.channels], fmt)
+
+
+def _probe_for_reencode(data: bytes, fmt: str, policy: ImagePolicy) -> ImageInfo:
+    if not policy.reencode:
+        raise BadImage(Reason.UNSUPPORTED_FORMAT,
+                       f"{fmt} is not stored as-is (--output_formats {','.join(sorted(policy.output_formats))}); "
+                       "use --reencode jpeg|png to convert it")
+    if fmt == HEIC:
+        raise BadImage(Reason.UNSUPPORTED_FORMAT, "heic cannot be decoded here (no HEIF decoder installed)")
+    im = _open(data, fmt)
+    w, h = im.size
+    if w * h > policy.max_pixels:
+        raise BadImage(Reason.TOO_MANY_PIXELS, f"{w}x{h} = {w * h:,} pixels > --max_pixels {policy.max_pixels:,}")
+    if w * h == 0:
+        raise BadImage(Reason.CORRUPT, f"image claims size {w}x{h}")
+    out = prepare_reencode(im, fmt, policy)
+    channels = _CHANNELS[out.mode]
+    return ImageInfo(policy.reencode, out.height, out.width, channels, _COLORSPACE[channels], fmt)
+
+
+def prepare_reencode(im: Image.Image, fmt: str, policy: ImagePolicy) -> Image.Image:
+    """Decodes the first frame and turns it into a mode the target format can
+    store without loss of meaning: EXIF orientation applied, 16-bit scaled (not
+    clipped) to 8-bit, alpha composited on the background for JPEG."""
+    _decode(im, fmt)
+    try:
+        im.seek(0)
+    except EOFError:
+        pass
+    im = ImageOps.exif_transpose(im)
+    if im.mode in ("I;16", "I;16B", "I;16L", "I"):
+        im = im.point(lambda v: v / 257).convert("L")
+    elif im.mode == "F":
+        im = im.convert("L")
+    has_alpha = im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info)
+    if policy.reencode == JPEG:
+        if has_alpha:
+            rgba = im.convert("RGBA")
+            base = Image.new("RGB", rgba.size, policy.background)
+            base.paste(rgba, mask=rgba.getchannel("A"))
+            return base
+        return im if im.mode in ("L", "RGB") else im.convert("RGB")
+    if has_alpha:
+        return im if im.mode in ("RGBA", "LA") else im.convert("RGBA")
+    return im if im.mode in ("L", "RGB") else im.convert("RGB")
+
+
+def reencode_image(data: bytes, policy: ImagePolicy) -> bytes:
+    """The stored bytes for an image that `probe_image` marked for re-encoding.
+    Deterministic for a given Pillow build."""
+    fmt = sniff_format(data)
+    im = prepare_reencode(_open(data, fmt), fmt, policy)
+    buf = io.BytesIO()
+    if policy.reencode == JPEG:
+        im.save(buf, "JPEG", quality=policy.jpeg_quality, optimize=False)
+    else:
+        im.save(buf, "PNG", compress_level=6)
+    return buf.getvalue()

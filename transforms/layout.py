@@ -1,0 +1,27 @@
+"""Names of what a conversion writes in its output folder."""
+from __future__ import annotations
+
+import re
+
+from transforms import fsutil
+
+MANIFEST = "manifest.json"        # written last, create-only: the output is complete
+REJECTS = "rejects.jsonl"         # one JSON object per rejected record
+LABEL_MAP = "label_map.json"      # {"name": id}; usable as --label_map for the next run
+LOCK = ".tfrecords.lock"          # held by a running conversion
+STAGING_PREFIX = ".tfrecords-staging-"
+# Any shard we could have written, whatever its split, count or compression.
+SHARD_RE = re.compile(r"^[A-Za-z0-9_]{1,64}-\d{5,}-of-\d{5,}\.tfrecord(\.gz|\.zlib)?$")
+MANIFEST_FORMAT = "tfrecord-pipelines/manifest/v1"
+
+
+def staging_dir(output: str, run_id: str) -> str:
+    return fsutil.join(output, STAGING_PREFIX + run_id)
+
+
+def is_dataset_file(name: str) -> bool:
+    return bool(SHARD_RE.match(name)) or name in (MANIFEST, REJECTS, LABEL_MAP)
+
+
+def failed_rejects_name(run_id: str) -> str:
+    return f"failed-{run_id}.{REJECTS}"

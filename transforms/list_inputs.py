@@ -1,0 +1,171 @@
+"""Stage ListInputs: the image tree or label table, listed inside the pipeline.
+
+Output (a tagged tuple):
+  records  [Rec, ...]     batches of listed records (rel, path, size, raw label/split/extras)
+  rejects  [Reject, ...]  rows refused already (unsafe paths, duplicates, ids matching no file)
+  stats    (name, count)  "listed" and the excluded counts by reason
+"""
+from __future__ import annotations
+
+import collections
+from typing import Iterable, Iterator
+
+import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from pipelines.config import InputKind, InputSpec
+from transforms import listing, tables
+from transforms.records import Batch, Reason, Rec, Reject, reject
+
+BATCH = 500
+RECORDS, REJECTS, STATS = "records", "rejects", "stats"
+
+
+def batched(items: Iterable, size: int = BATCH) -> Iterator[list]:
+    batch = Batch()
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = Batch()
+    if batch:
+        yield batch
+
+
+class _WalkFn(beam.DoFn):
+    def __init__(self, root: str, include: tuple):
+        self._root, self._include = root, include
+
+    def process(self, unit: str):
+        counts = collections.Counter()
+        n = 0
+        for batch in batched(listing.walk_unit(self._root, unit, self._include, counts)):
+            n += len(batch)
+            yield batch
+        yield beam.pvalue.TaggedOutput(STATS, ("listed", n))
+        for name, count in counts.items():
+            yield beam.pvalue.TaggedOutput(STATS, ("excluded/" + name, count))
+
+
+def table_row_to_rec(n: int, row: dict, spec: InputSpec):
+    """A Rec for one table row, or a Reject (empty or unsafe path)."""
+    raw = row.get(spec.path_column, "")
+    extras = tuple((c, row.get(c, "")) for c in spec.extra_columns)
+    label = row.get(spec.label_column) if spec.label_column else None
+    split = row.get(spec.split_column) if spec.split_column else None
+    if not raw:
+        return Reject(f"(row {n})", Reason.MISSING.value, f"row {n} has an empty {spec.path_column!r} cell")
+    try:
+        rel, path = tables.resolve_path(raw, spec.root, spec.allow_absolute_paths)
+    except tables.UnsafePath as e:
+        return Reject(raw, Reason.UNSAFE_PATH.value, str(e))
+    return Rec(rel=rel, path=path, label_text=label, split=split, extras=extras)
+
+
+class _ReadTableFn(beam.DoFn):
+    def __init__(self, spec: InputSpec):
+        self._spec = spec
+
+    def process(self, table: str):
+        n = 0
+        with FileSystems.open(table, compression_type=CompressionTypes.AUTO) as f:
+            rows = (table_row_to_rec(i, row, self._spec)
+                    for i, row in tables.iter_rows(tables.text_stream(f), self._spec.table_format))
+            for batch in batched(rows):
+                n += len(batch)
+                recs = Batch(r for r in batch if isinstance(r, Rec))
+                if len(recs) < len(batch):
+                    yield beam.pvalue.TaggedOutput(REJECTS, Batch(r for r in batch if isinstance(r, Reject)))
+                if recs:
+                    yield recs
+        yield beam.pvalue.TaggedOutput(STATS, ("listed", n))
+
+
+def resolve_id(stem: str, grouped: dict) -> Iterator:
+    """Table rows naming `stem` without an extension, joined with the files
+    whose path minus extension is `stem`: the Rec, or a Reject."""
+    files = sorted(grouped["files"], key=lambda r: r.rel)
+    for row in grouped["rows"]:
+        if len(files) == 1:
+            f = files[0]
+            yield row._replace(rel=f.rel, path=f.path, size=f.size)
+        elif not files:
+            yield reject(row, Reason.MISSING, f"no image file named {stem!r} with any image extension")
+        else:
+            yield reject(row, Reason.AMBIGUOUS, f"{stem!r} matches {len(files)} files: "
+                         + ", ".join(f.rel for f in files[:5]))
+
+
+def dedupe(rel: str, recs: Iterable[Rec]) -> Iterator:
+    """One Rec per file: repeated rows with one label keep one (the others are
+    `duplicate`); rows giving one file different labels are all refused."""
+    recs = sorted(recs, key=lambda r: (r.label_text or "", r.split or "", r.extras))
+    labels = {r.label_text for r in recs}
+    if len(labels) > 1:
+        shown = ", ".join(repr(x) for x in sorted(labels, key=str)[:5])
+        for r in recs:
+            yield reject(r, Reason.CONFLICTING_LABELS, f"the table gives this file labels {shown}")
+        return
+    yield recs[0]
+    for r in recs[1:]:
+        yield reject(r, Reason.DUPLICATE, f"the table names this file {len(recs)} times")
+
+
+def _split_recs(items: Iterable) -> Iterator:
+    """Routes a mixed stream of Rec/Reject to the records and rejects outputs."""
+    for item in items:
+        if isinstance(item, Reject):
+            yield beam.pvalue.TaggedOutput(REJECTS, Batch([item]))
+        else:
+            yield item
+
+
+class ListInputs(beam.PTransform):
+    def __init__(self, spec: InputSpec):
+        super().__init__()
+        self._spec = spec
+
+    def expand(self, pbegin):
+        spec = self._spec
+        if spec.kind is InputKind.FOLDER:
+            walk = self._walk(pbegin, spec.root, "Tree")
+            return {RECORDS: walk[RECORDS], STATS: walk[STATS],
+                    REJECTS: pbegin | "NoRejects" >> beam.Create([])}
+        read = (pbegin | "Table" >> beam.Create([spec.table])
+                | "ReadTable" >> beam.ParDo(_ReadTableFn(spec)).with_outputs(REJECTS, STATS, main=RECORDS))
+        recs = read[RECORDS] | "Unbatch" >> beam.FlatMap(lambda b: b)
+        rejects = [read[REJECTS]]
+        if spec.resolve_ids:
+            recs, id_rejects = self._resolve_ids(pbegin, recs)
+            rejects.append(id_rejects)
+        deduped = (recs | "ByPath" >> beam.Map(lambda r: (r.rel, r))
+                   | "GroupByPath" >> beam.GroupByKey()
+                   | "Dedupe" >> beam.FlatMapTuple(lambda rel, rs: _split_recs(dedupe(rel, rs)))
+                   .with_outputs(REJECTS, main=RECORDS))
+        rejects.append(deduped[REJECTS])
+        return {RECORDS: deduped[RECORDS] | "Batch" >> beam.BatchElements(min_batch_size=BATCH, max_batch_size=BATCH)
+                   | "AsBatch" >> beam.Map(Batch),
+                REJECTS: rejects | "Rejects" >> beam.Flatten(),
+                STATS: read[STATS]}
+
+    def _walk(self, pbegin, root: str, name: str):
+        return (pbegin | f"{name}Root" >> beam.Create([root])
+                | f"{name}Units" >> beam.FlatMap(listing.folder_units)
+                | f"{name}Spread" >> beam.Reshuffle()
+                | f"{name}Walk" >> beam.ParDo(_WalkFn(root, self._spec.include)).with_outputs(STATS, main=RECORDS))
+
+    def _resolve_ids(self, pbegin, recs):
+        spec = self._spec
+        files = (self._walk(pbegin, spec.root, "ImageRoot")[RECORDS]
+                 | "FilesUnbatch" >> beam.FlatMap(lambda b: b)
+                 | "FilesByStem" >> beam.FlatMap(
+                     lambda r: [(tables.strip_extension(r.rel), r)] if tables.strip_extension(r.rel) else []))
+        parts = recs | "HasExtension" >> beam.Partition(
+            lambda r, _: 0 if tables.has_image_extension(r.rel) else 1, 2)
+        rows = parts[1] | "RowsById" >> beam.Map(lambda r: (r.rel, r))
+        joined = ({"rows": rows, "files": files} | "JoinIds" >> beam.CoGroupByKey()
+                  | "ResolveIds" >> beam.FlatMapTuple(lambda stem, g: _split_recs(resolve_id(stem, g)))
+                  .with_outputs(REJECTS, main=RECORDS))
+        resolved = (parts[0], joined[RECORDS]) | "Resolved" >> beam.Flatten()
+        return resolved, joined[REJECTS]

@@ -1,0 +1,119 @@
+"""Walking an image tree (local or gs://) into records; pure generators.
+
+Names are plain names: `[1]`, `*`, `?`, spaces and non-ASCII characters are
+never interpreted. Hidden entries (a leading '.', e.g. `.DS_Store`) and names
+not matching --include are skipped and counted, never silently lost; a
+symlinked folder that loops back to one of its ancestors is skipped and counted.
+"""
+from __future__ import annotations
+
+import collections
+import fnmatch
+import os
+from typing import Iterator
+
+from transforms import fsutil
+from transforms.records import Rec
+
+EXCLUDED_HIDDEN = "hidden"
+EXCLUDED_PATTERN = "not_included"
+EXCLUDED_LOOP = "symlink_loop"
+
+
+def included(name: str, patterns: tuple) -> bool:
+    """Case-insensitive shell patterns on the file name (`*.jpg` matches `A.JPG`)."""
+    low = name.lower()
+    return any(fnmatch.fnmatchcase(low, p.lower()) for p in patterns)
+
+
+def folder_units(root: str) -> list[str]:
+    """The pieces a tree is listed in, in parallel: '' (files directly in the
+    root) and each top-level folder. Non-local trees are listed in one piece."""
+    if not fsutil.is_local(root):
+        return ["*"]
+    return [""] + [d for d in fsutil.list_subdirs(root) if not d.startswith(".")]
+
+
+def _accept(name: str, patterns: tuple, counts: collections.Counter) -> bool:
+    if name.startswith("."):
+        counts[EXCLUDED_HIDDEN] += 1
+        return False
+    if not included(name, patterns):
+        counts[EXCLUDED_PATTERN] += 1
+        return False
+    return True
+
+
+def walk_unit(root: str, unit: str, patterns: tuple, counts: collections.Counter) -> Iterator[Rec]:
+    """Records for one listing unit (see `folder_units`), in sorted order."""
+    if not fsutil.is_local(root):
+        yield from _walk_remote(root, patterns, counts)
+        return
+    if unit == "":
+        for e in _scandir_sorted(root):
+            if not _is_dir(e) and _accept(e.name, patterns, counts):
+                yield Rec(rel=e.name, path=e.path, size=_size(e))
+        return
+    top = os.path.join(root, unit)
+    yield from _walk_local(top, unit, patterns, counts, ancestors=(_dir_id(root),))
+
+
+def _walk_local(path: str, rel: str, patterns: tuple, counts: collections.Counter,
+                ancestors: tuple) -> Iterator[Rec]:
+    ident = _dir_id(path)
+    if ident in ancestors:
+        counts[EXCLUDED_LOOP] += 1
+        return
+    ancestors = ancestors + (ident,)
+    subdirs = []
+    for e in _scandir_sorted(path):
+        erel = f"{rel}/{e.name}"
+        if _is_dir(e):
+            if e.name.startswith("."):
+                counts[EXCLUDED_HIDDEN] += 1
+            else:
+                subdirs.append((e.path, erel))
+        elif _accept(e.name, patterns, counts):
+            yield Rec(rel=erel, path=e.path, size=_size(e))
+    for sub_path, sub_rel in subdirs:
+        yield from _walk_local(sub_path, sub_rel, patterns, counts, ancestors)
+
+
+def _walk_remote(root: str, patterns: tuple, counts: collections.Counter) -> Iterator[Rec]:
+    prefix = root.rstrip("/") + "/"
+    for path, size in fsutil.list_prefix(prefix):
+        rel = path[len(prefix):]
+        if not rel or rel.endswith("/"):  # folder placeholder objects
+            continue
+        parts = rel.split("/")
+        if any(p.startswith(".") for p in parts[:-1]):
+            counts[EXCLUDED_HIDDEN] += 1
+            continue
+        if _accept(parts[-1], patterns, counts):
+            yield Rec(rel=rel, path=path, size=size)
+
+
+def _scandir_sorted(path: str) -> list:
+    try:
+        return sorted(os.scandir(path), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return []
+
+
+def _is_dir(entry) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=True)
+    except OSError:
+        return False
+
+
+def _size(entry) -> int:
+    try:
+        return entry.stat(follow_symlinks=True).st_size
+    except OSError:
+        return -1  # a broken link: listed, and rejected as missing when read
+
+
+def _dir_id(path: str) -> tuple:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino

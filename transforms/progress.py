@@ -1,0 +1,62 @@
+"""Progress of a local run: each DoFn instance counts its work and, at most
+twice a second, writes its running totals to its own small file in a local
+folder; the launcher sums those files into a progress line. Beam's counters
+carry the same figures (they are what Dataflow shows), but the local runner
+reports counters only when the pipeline ends."""
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+
+_INTERVAL = 0.5
+
+
+class Progress:
+    def __init__(self, folder: str, stage: str):
+        self._path = os.path.join(folder, f"{stage}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json") if folder else ""
+        self.records = 0
+        self.bytes = 0
+        self.rejected = 0
+        self._last = 0.0
+
+    def add(self, records: int, nbytes: int = 0, rejected: int = 0) -> None:
+        self.records += records
+        self.bytes += nbytes
+        self.rejected += rejected
+        if self._path and time.monotonic() - self._last > _INTERVAL:
+            self.flush(force=True)
+
+    def flush(self, force: bool = False) -> None:
+        if not self._path or not (force or time.monotonic() - self._last > _INTERVAL):
+            return
+        self._last = time.monotonic()
+        tmp = self._path + ".tmp"
+        try:
+            with open(tmp, "w") as f:
+                json.dump({"records": self.records, "bytes": self.bytes, "rejected": self.rejected}, f)
+            os.replace(tmp, self._path)
+        except OSError:
+            pass  # progress is best-effort; the folder may be gone at teardown
+
+
+def read_totals(folder: str) -> dict:
+    """{stage: {"records": n, "bytes": n, "rejected": n}} summed over the files."""
+    totals: dict = {}
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return totals
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(folder, name)) as f:
+                d = json.load(f)
+        except (OSError, ValueError):
+            continue
+        t = totals.setdefault(name.split("-", 1)[0], {"records": 0, "bytes": 0, "rejected": 0})
+        for k in t:
+            t[k] += d.get(k, 0)
+    return totals

@@ -1,0 +1,183 @@
+"""Stage Publish (WriteManifest): once every shard is complete, move the shards
+under their final names, write the rejects and label map, and write the
+manifest last, create-only: a manifest means a complete output.
+
+It runs once, on one worker, over small inputs (shard results, rejects,
+counts). It is idempotent, because a runner may replay it: a replay finds its
+own manifest and stops.
+
+Order, so an old dataset is never mixed with a new one: remove the old
+manifest (the folder stops claiming to be complete), remove stale shards (any
+shard name not in this run: another count, split or compression), rename the
+new shards in, write the manifest, remove the staging folder and the lock.
+"""
+from __future__ import annotations
+
+import collections
+import datetime
+import json
+from typing import Iterable
+
+import apache_beam as beam
+
+from transforms import fsutil, layout
+from transforms.records import ShardResult
+from transforms.write_shards import DEFAULT_KEYS, feature_schema
+
+
+class PublishError(RuntimeError):
+    pass
+
+
+class TooManyRejects(PublishError):
+    pass
+
+
+def collect_shards(shards: Iterable[ShardResult], plans: dict) -> dict:
+    """{split: [ShardResult by index]}; every planned shard exactly once."""
+    by_name: dict = {}
+    for s in shards:
+        seen = by_name.get(s.name)
+        if seen is not None and (seen.sha256, seen.records) != (s.sha256, s.records):
+            raise PublishError(f"shard {s.name} was written twice with different contents")
+        by_name.setdefault(s.name, s)
+    out = {}
+    for split, plan in sorted(plans.items()):
+        got = sorted((s for s in by_name.values() if s.split == split), key=lambda s: s.index)
+        if [s.index for s in got] != list(range(plan.num_shards)):
+            raise PublishError(f"split {split!r}: {plan.num_shards} shards planned, got indices "
+                               f"{[s.index for s in got]}")
+        out[split] = got
+    return out
+
+
+def build_manifest(shards: dict, rejects: list, stats: dict, label_map, options: dict,
+                   keys: dict, compression, tool_version: str, run_id: str) -> dict:
+    written = sum(s.records for ss in shards.values() for s in ss)
+    listed = stats.get("listed", 0)
+    not_selected = stats.get("not_selected", 0)
+    if listed != written + len(rejects) + not_selected:
+        raise PublishError(f"counts do not reconcile: listed {listed} != written {written} + rejected "
+                           f"{len(rejects)} + not selected {not_selected}")
+    names = {i: n for n, i in label_map.ids}
+    splits = {}
+    for split, ss in shards.items():
+        per_label = collections.Counter()
+        for s in ss:
+            per_label.update(dict(s.label_counts))
+        splits[split] = {
+            "records": sum(s.records for s in ss),
+            "bytes": sum(s.bytes for s in ss),
+            "num_shards": len(ss),
+            "pattern": f"{split}-*",
+            "label_counts": {names.get(i, str(i)): c for i, c in sorted(per_label.items())},
+            "shards": [{"name": s.name, "records": s.records, "bytes": s.bytes, "sha256": s.sha256} for s in ss],
+        }
+    by_reason = collections.Counter(r.reason for r in rejects)
+    schema = feature_schema(label_map.kind, label_map.extra_kinds, keys)
+    return {
+        "format": layout.MANIFEST_FORMAT,
+        "tool_version": tool_version,
+        "run_id": run_id,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "compression": compression.value,
+        "tf_compression_type": compression.tf_name,
+        "counts": {"listed": listed, "written": written, "rejected": len(rejects), "not_selected": not_selected,
+                   "excluded": {k.split("/", 1)[1]: v for k, v in sorted(stats.items()) if k.startswith("excluded/")}},
+        "rejects_by_reason": dict(sorted(by_reason.items())),
+        "rejects_file": layout.REJECTS,
+        "splits": splits,
+        "label_map": label_map.to_json(),
+        "features": schema,
+        "feature_roles": {role: keys.get(key, key) for role, key in DEFAULT_KEYS.items()
+                          if keys.get(key, key) in schema},
+        "options": options,
+    }
+
+
+def rejects_jsonl(rejects: list) -> bytes:
+    rows = sorted(rejects, key=lambda r: (r.rel, r.reason, r.detail))
+    return "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in rows).encode("utf-8", "surrogateescape")
+
+
+def label_map_json(label_map) -> bytes:
+    return (json.dumps(dict(label_map.ids), indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _read_json(path: str):
+    try:
+        return json.loads(fsutil.read_bytes(path))
+    except Exception:  # missing or unreadable: treated as absent
+        return None
+
+
+def publish(output: str, run_id: str, staging: str, shards: list, rejects: list, stats: dict,
+            label_map, plans: dict, options: dict, keys: dict, compression,
+            max_reject_fraction: float, tool_version: str) -> dict:
+    manifest_path = fsutil.join(output, layout.MANIFEST)
+    current = _read_json(manifest_path)
+    if current and current.get("run_id") == run_id:
+        return current  # a replay of this step: already published
+    listed = stats.get("listed", 0)
+    if listed and len(rejects) / listed > max_reject_fraction:
+        failed = fsutil.join(output, layout.failed_rejects_name(run_id))
+        fsutil.write_bytes(failed, rejects_jsonl(rejects))
+        fsutil.delete_tree(staging)
+        release_lock(output, run_id)
+        raise TooManyRejects(
+            f"{len(rejects):,} of {listed:,} listed records ({len(rejects) / listed:.1%}) were rejected, "
+            f"above --max_reject_fraction {max_reject_fraction}; nothing was published. The rejects and their "
+            f"reasons are in {failed}")
+    by_split = collect_shards(shards, plans)
+    manifest = build_manifest(by_split, rejects, stats, label_map, options, keys, compression,
+                              tool_version, run_id)
+    fsutil.delete([manifest_path])
+    keep = {s.name for ss in by_split.values() for s in ss}
+    fsutil.delete([fsutil.join(output, n) for n in fsutil.list_dir(output)
+                   if layout.SHARD_RE.match(n) and n not in keep])
+    for ss in by_split.values():
+        for s in ss:
+            final = fsutil.join(output, s.name)
+            if fsutil.exists(s.temp_path):
+                fsutil.rename(s.temp_path, final)
+            elif not (fsutil.exists(final) and fsutil.size(final) == s.bytes):
+                raise PublishError(f"shard {s.name} is missing from the staging folder {staging}")
+    fsutil.write_bytes(fsutil.join(output, layout.REJECTS), rejects_jsonl(rejects))
+    fsutil.write_bytes(fsutil.join(output, layout.LABEL_MAP), label_map_json(label_map))
+    body = (json.dumps(manifest, indent=1, ensure_ascii=False) + "\n").encode("utf-8", "surrogateescape")
+    try:
+        fsutil.create_only(manifest_path, body)
+    except fsutil.AlreadyExists:
+        raise PublishError(f"{manifest_path} appeared while publishing: another run wrote this output") from None
+    fsutil.delete_tree(staging)
+    release_lock(output, run_id)
+    return manifest
+
+
+def release_lock(output: str, run_id: str) -> None:
+    lock = fsutil.join(output, layout.LOCK)
+    held = _read_json(lock)
+    if held and held.get("run_id") == run_id:
+        fsutil.delete([lock])
+
+
+class Publish(beam.PTransform):
+    """Inputs: a dict with "shards" (ShardResult), "rejects" ([Reject] batches),
+    "stats" ((name, count)), "label_map" and "plans" (singletons)."""
+
+    def __init__(self, **settings):
+        super().__init__()
+        self._settings = settings
+
+    def expand(self, inputs):
+        side = beam.pvalue
+        settings = self._settings
+        rejects = inputs["rejects"] | "FlatRejects" >> beam.FlatMap(lambda b: b)
+        stats = inputs["stats"] | "SumStats" >> beam.CombinePerKey(sum)
+        return (inputs["shards"].pipeline
+                | "Once" >> beam.Create([None])
+                | "Publish" >> beam.Map(
+                    lambda _, shards, rej, st, lm, plans: publish(
+                        shards=shards, rejects=rej, stats=st, label_map=lm, plans=plans, **settings),
+                    side.AsList(inputs["shards"]), side.AsList(rejects), side.AsDict(stats),
+                    side.AsSingleton(inputs["label_map"]), side.AsSingleton(inputs["plans"])))

@@ -1,0 +1,85 @@
+"""Deterministic shuffle and shard planning, as pure functions.
+
+Within a split, records are ordered by a 64-bit key hashed from (seed, relative
+path): a seeded pseudo-random permutation that does not depend on listing
+order, runner or worker count. Shard k of S holds the records at positions
+[floor(k*N/S), floor((k+1)*N/S)) of that order, so shard counts differ by at
+most one. Exact positions are found without gathering a split in one place:
+the key space is cut into buckets by the key's top bits, each bucket is sorted
+on its own, and a bucket's offset is the count of the buckets before it
+(tensorflow_datasets' writer does the same).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import NamedTuple
+
+from pipelines.config import ShardSpec
+
+BUCKET_BITS = 6  # 64 buckets: sort parallelism vs. per-group overhead
+
+
+def shuffle_key(seed: int, rel: str) -> int:
+    digest = hashlib.blake2b(rel.encode("utf-8", "surrogateescape"), digest_size=8,
+                             key=seed.to_bytes(8, "big", signed=True)).digest()
+    return int.from_bytes(digest, "big")
+
+
+def bucket_of(key: int) -> int:
+    return key >> (64 - BUCKET_BITS)
+
+
+def num_shards_for(split: str, count: int, total_bytes: int, spec: ShardSpec) -> int:
+    """Shards for a split: the requested count, or enough shards of about
+    --shard_size, rounded up to --shard_multiple. An empty split gets none."""
+    if count == 0:
+        return 0
+    n = spec.requested(split)
+    if not n:
+        n = max(1, math.ceil(total_bytes / spec.shard_bytes))
+        n = min(n, count)  # no empty shards unless a multiple asks for them
+    if spec.multiple > 1:
+        n = math.ceil(n / spec.multiple) * spec.multiple
+    return n
+
+
+def shard_of(index: int, count: int, num_shards: int) -> int:
+    """The shard holding position `index`: the largest k with floor(k*N/S) <= index."""
+    return ((index + 1) * num_shards - 1) // count
+
+
+def shard_name(split: str, index: int, num_shards: int, suffix: str = "") -> str:
+    width = max(5, len(str(num_shards)))
+    return f"{split}-{index:0{width}d}-of-{num_shards:0{width}d}.tfrecord{suffix}"
+
+
+class SplitPlan(NamedTuple):
+    count: int
+    bytes: int
+    num_shards: int
+    offsets: dict  # bucket -> position of the bucket's first record
+
+
+def make_plans(bucket_totals: dict, spec: ShardSpec) -> dict:
+    """{split: SplitPlan} from {(split, bucket): (count, bytes)}."""
+    plans = {}
+    for split in sorted({s for s, _ in bucket_totals}):
+        buckets = sorted(b for s, b in bucket_totals if s == split)
+        offsets, pos, total_bytes = {}, 0, 0
+        for b in buckets:
+            count, nbytes = bucket_totals[(split, b)]
+            offsets[b] = pos
+            pos += count
+            total_bytes += nbytes
+        plans[split] = SplitPlan(pos, total_bytes, num_shards_for(split, pos, total_bytes, spec), offsets)
+    return plans
+
+
+def assign_shards(split: str, bucket: int, recs: list, plan: SplitPlan) -> dict:
+    """{shard: [(position, rec), ...]} for one sorted bucket."""
+    out: dict = {}
+    pos = plan.offsets[bucket]
+    for i, rec in enumerate(recs):
+        out.setdefault(shard_of(pos + i, plan.count, plan.num_shards), []).append((pos + i, rec))
+    return out

@@ -1,0 +1,91 @@
+"""Stage Split: put each record in a split and give it its shuffle key;
+optionally keep only the first N of each split in shuffle order (a trial run).
+
+Ratio splits hash the relative path with a salt, so an image stays in its split
+when the dataset grows (as TFX's example_gen does).
+
+Input:  [Rec, ...] batches
+Output: records [Rec, ...] with split and key; rejects [Reject, ...] (bad_split);
+        stats ("not_selected", n) when capped
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Union
+
+import apache_beam as beam
+
+from pipelines.config import SPLIT_NAME, SplitSource, SplitSpec
+from transforms.list_inputs import RECORDS, REJECTS, STATS
+from transforms.records import Batch, Reason, Rec, Reject, reject
+from transforms.sharding import shuffle_key
+
+
+def ratio_split(rel: str, ratios: tuple, salt: str) -> str:
+    digest = hashlib.sha256(f"{salt}\x00{rel}".encode("utf-8", "surrogateescape")).digest()
+    u = int.from_bytes(digest[:8], "big") / 2.0 ** 64
+    acc = 0.0
+    for name, fraction in ratios:
+        acc += fraction
+        if u < acc:
+            return name
+    return ratios[-1][0]  # rounding: fractions sum to 1 within 1e-9
+
+
+def assign_split(rec: Rec, spec: SplitSpec, seed: int) -> Union[Rec, Reject]:
+    if spec.source is SplitSource.SINGLE:
+        split = spec.name
+    elif spec.source is SplitSource.RATIOS:
+        split = ratio_split(rec.rel, spec.ratios, spec.salt)
+    elif spec.source is SplitSource.FOLDERS:
+        split = rec.rel.split("/", 1)[0] if "/" in rec.rel else ""
+    else:
+        split = (rec.split or "").strip()
+    if not SPLIT_NAME.match(split):
+        shown = split or "(empty)"
+        return reject(rec._replace(split=None), Reason.BAD_SPLIT,
+                      f"split {shown!r} is not allowed: split names are 1-64 letters, digits or '_'")
+    return rec._replace(split=split, key=shuffle_key(seed, rec.rel))
+
+
+class _SplitFn(beam.DoFn):
+    def __init__(self, spec: SplitSpec, seed: int):
+        self._spec, self._seed = spec, seed
+
+    def process(self, batch):
+        good, bad = Batch(), Batch()
+        for rec in batch:
+            out = assign_split(rec, self._spec, self._seed)
+            (good if isinstance(out, Rec) else bad).append(out)
+        if good:
+            yield good
+        if bad:
+            yield beam.pvalue.TaggedOutput(REJECTS, bad)
+
+
+def _keep_selected(batch, thresholds):
+    kept = Batch(r for r in batch if (r.key, r.rel) <= thresholds[r.split])
+    if kept:
+        yield kept
+    if len(kept) < len(batch):
+        yield beam.pvalue.TaggedOutput(STATS, ("not_selected", len(batch) - len(kept)))
+
+
+class Split(beam.PTransform):
+    def __init__(self, spec: SplitSpec, seed: int, max_per_split: int = 0):
+        super().__init__()
+        self._spec, self._seed, self._cap = spec, seed, max_per_split
+
+    def expand(self, batches):
+        out = batches | "Assign" >> beam.ParDo(_SplitFn(self._spec, self._seed)).with_outputs(REJECTS, main=RECORDS)
+        records, stats = out[RECORDS], batches.pipeline | "NoStats" >> beam.Create([])
+        if self._cap:
+            # The cap-th smallest (key, rel) of each split: a combine of size cap.
+            thresholds = (records
+                          | "Keys" >> beam.FlatMap(lambda b: [(r.split, (r.key, r.rel)) for r in b])
+                          | "SmallestKeys" >> beam.combiners.Top.SmallestPerKey(self._cap)
+                          | "Threshold" >> beam.MapTuple(lambda split, keys: (split, max(keys))))
+            capped = records | "Cap" >> beam.FlatMap(
+                _keep_selected, beam.pvalue.AsDict(thresholds)).with_outputs(STATS, main=RECORDS)
+            records, stats = capped[RECORDS], capped[STATS]
+        return {RECORDS: records, REJECTS: out[REJECTS], STATS: stats}
