@@ -26,7 +26,8 @@ from transforms import fsutil, layout
 from transforms.assign_labels import AssignLabels
 from transforms.list_inputs import RECORDS, REJECTS, STATS, ListInputs
 from transforms.plan_shards import PlanShards
-from transforms.publish import Publish, release_lock
+from transforms.labels import LabelError
+from transforms.publish import Publish, PublishError, release_lock
 from transforms.split import Split
 from transforms.validate_images import ValidateImages
 from transforms.write_shards import WriteShards
@@ -61,18 +62,34 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "")
 
 def _error_message(e: BaseException) -> Optional[str]:
     """Our own error inside a Beam failure (Beam wraps it with tracebacks)."""
+    if isinstance(e, (PublishError, LabelError)):
+        return str(e).split(" [while running")[0]
     text = str(e)
-    for cls in ("TooManyRejects", "PublishError", "LabelError"):
+    for cls in _OWN_ERRORS:
         marker = cls + ": "
         if marker in text:
             return text[text.rindex(marker) + len(marker):].split("\n")[0].split(" [while running")[0]
     return None
 
 
+_OWN_ERRORS = ("TooManyRejects", "PublishError", "LabelError")
+
+
+class _OwnErrorsFilter(logging.Filter):
+    """Beam logs a traceback for every failed bundle; ours get a one-line message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return not any(name in text for name in _OWN_ERRORS)
+
+
 def _quiet_beam_logs() -> None:
     # Local workers relay their start-up chatter at WARNING; keep errors only.
     logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
     logging.getLogger("apache_beam.options.pipeline_options").setLevel(logging.ERROR)
+    for name in ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker",
+                 "apache_beam.runners.portability.local_job_service"):
+        logging.getLogger(name).addFilter(_OwnErrorsFilter())
 
 
 def run(argv: Optional[list] = None, prog: str = "python -m pipelines.convert") -> int:

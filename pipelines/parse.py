@@ -172,6 +172,9 @@ def build_config(o, run_id: str, progress: bool = False) -> ConvertConfig:
                                            required=o.split == "column")
         except tables.TableError as e:
             raise UsageError(f"--label_table {o.label_table!r}: {e}") from None
+        rest = [c for c in columns if c and c not in (path_col, split_col)]
+        if not label_col and not o.label_column and len(rest) == 1 and label_from in ("auto", "table"):
+            label_col = rest[0]  # a two-column table: path and label
         if label_from == "auto" and not label_col and not o.label_regex:
             label_from = "none"  # an unlabelled table
         split = parse_split(o.split, False, bool(split_col))

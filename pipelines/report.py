@@ -39,8 +39,8 @@ class ProgressLine:
         if self._thread:
             self._stop.set()
             self._thread.join()
-            if self._tty:
-                sys.stderr.write("\n")
+            final = self.line()
+            sys.stderr.write(("\r" + final.ljust(100) if self._tty else final) + "\n")
         return False
 
     def line(self) -> str:

@@ -8,6 +8,7 @@ from transforms import fsutil
 MANIFEST = "manifest.json"        # written last, create-only: the output is complete
 REJECTS = "rejects.jsonl"         # one JSON object per rejected record
 LABEL_MAP = "label_map.json"      # {"name": id}; usable as --label_map for the next run
+SCHEMA = "schema.pbtxt"           # the features as a TFX Schema (tensorflow_metadata)
 LOCK = ".tfrecords.lock"          # held by a running conversion
 STAGING_PREFIX = ".tfrecords-staging-"
 # Any shard we could have written, whatever its split, count or compression.
@@ -20,7 +21,7 @@ def staging_dir(output: str, run_id: str) -> str:
 
 
 def is_dataset_file(name: str) -> bool:
-    return bool(SHARD_RE.match(name)) or name in (MANIFEST, REJECTS, LABEL_MAP)
+    return bool(SHARD_RE.match(name)) or name in (MANIFEST, REJECTS, LABEL_MAP, SCHEMA)
 
 
 def failed_rejects_name(run_id: str) -> str:

@@ -104,6 +104,19 @@ def label_map_json(label_map) -> bytes:
     return (json.dumps(dict(label_map.ids), indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+def schema_pbtxt(features: dict) -> bytes:
+    """The features as a TFX (tensorflow_metadata) Schema, for TFX pipelines
+    that import a schema instead of inferring one."""
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    kinds = {"bytes": schema_pb2.BYTES, "int64": schema_pb2.INT, "float": schema_pb2.FLOAT}
+    schema = schema_pb2.Schema()
+    for name, kind in features.items():
+        f = schema.feature.add(name=name, type=kinds[kind])
+        f.presence.min_fraction = 1.0
+    return text_format.MessageToString(schema).encode("utf-8")
+
+
 def _read_json(path: str):
     try:
         return json.loads(fsutil.read_bytes(path))
@@ -144,6 +157,7 @@ def publish(output: str, run_id: str, staging: str, shards: list, rejects: list,
                 raise PublishError(f"shard {s.name} is missing from the staging folder {staging}")
     fsutil.write_bytes(fsutil.join(output, layout.REJECTS), rejects_jsonl(rejects))
     fsutil.write_bytes(fsutil.join(output, layout.LABEL_MAP), label_map_json(label_map))
+    fsutil.write_bytes(fsutil.join(output, layout.SCHEMA), schema_pbtxt(manifest["features"]))
     body = (json.dumps(manifest, indent=1, ensure_ascii=False) + "\n").encode("utf-8", "surrogateescape")
     try:
         fsutil.create_only(manifest_path, body)

@@ -11,7 +11,7 @@ IMAGE_EXTENSIONS = frozenset(
     ".jpg .jpeg .jpe .jfif .png .gif .bmp .webp .tif .tiff .heic .heif .avif".split())
 PATH_COLUMNS = ("filename", "file_name", "file", "path", "filepath", "file_path", "image",
                 "image_path", "img", "image_name", "id", "image_id", "name")
-LABEL_COLUMNS = ("label", "class", "class_name", "category", "target", "labels", "y")
+LABEL_COLUMNS = ("label", "class", "class_name", "category", "target", "labels", "y", "score", "rating", "value")
 SPLIT_COLUMNS = ("split", "subset", "fold_name")
 TABLE_FORMATS = ("csv", "tsv", "jsonl")
 
