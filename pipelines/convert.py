@@ -15,7 +15,7 @@ import uuid
 from typing import Optional
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 
 from pipelines import __version__, output_guard, runner as runners
 from pipelines.config import ConvertConfig
@@ -117,13 +117,21 @@ def run(argv: Optional[list] = None, prog: str = "python -m pipelines.convert") 
         print(f"error: {e}", file=sys.stderr)
         return 2
     started = time.time()
+    convert_opts = options.view_as(ConvertOptions)
+    dry_run = bool(options.view_as(TestOptions).dry_run)
     with tempfile.TemporaryDirectory(prefix="tfrecords-progress-") as progress_dir:
         try:
             p = beam.Pipeline(runner=runner, options=options)
             build_pipeline(p, cfg, progress_dir if cfg.output.progress else "")
             with ProgressLine(progress_dir if cfg.output.progress else "", progress_mode):
                 result = p.run()
-                result.wait_until_finish()
+                if dry_run:
+                    release_lock(cfg.output.output, run_id)
+                    print(f"dry run: the {type(runner).__name__ if not isinstance(runner, str) else runner} job "
+                          "was built and not submitted")
+                    return 0
+                if local or not convert_opts.detach:
+                    result.wait_until_finish()
         except (Exception, KeyboardInterrupt) as e:
             release_lock(cfg.output.output, run_id)
             fsutil.delete_tree(layout.staging_dir(cfg.output.output, run_id))
@@ -133,6 +141,9 @@ def run(argv: Optional[list] = None, prog: str = "python -m pipelines.convert") 
             print(f"error: {msg}", file=sys.stderr)
             return 1
     if not local:
+        state = getattr(result, "state", "")
+        print(f"job {'submitted' if convert_opts.detach else 'finished'} ({state}); output {cfg.output.output}, "
+              f"complete when {layout.MANIFEST} appears")
         return 0
     print_summary(cfg.output.output, time.time() - started)
     return 0

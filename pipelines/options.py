@@ -106,6 +106,9 @@ def add_convert_args(parser) -> None:
     g.add_argument("--max_reject_fraction", type=float, default=0.05,
                    help="Fail without publishing when more than this fraction of listed records is rejected "
                         "(the rejects are still written for inspection); 1 never fails")
+    g.add_argument("--detach", action="store_true", default=False,
+                   help="With a remote runner (Dataflow): return once the job is submitted instead of waiting for "
+                        "it; the job's last step publishes the output and releases the lock")
     g.add_argument("--progress", default="auto", choices=["auto", "on", "off"],
                    help="Progress line during a local run (auto: on when stderr is a terminal, else a line every "
                         "10 s)")

@@ -67,7 +67,8 @@ class ProgressLine:
             sys.stderr.flush()
 
 
-def print_summary(output: str, seconds: float, out=sys.stdout) -> None:
+def print_summary(output: str, seconds: float, out=None) -> None:
+    out = out or sys.stdout
     m = json.loads(fsutil.read_bytes(fsutil.join(output, layout.MANIFEST)))
     c = m["counts"]
     rate = c["written"] / seconds if seconds > 0 else 0
