@@ -22,6 +22,24 @@ from apache_beam.io.filesystems import FileSystems
 _RAW = CompressionTypes.UNCOMPRESSED
 
 
+def _anonymous_gcs_for_emulator() -> None:
+    """With STORAGE_EMULATOR_HOST set (a GCS emulator, e.g. in tests), Beam's
+    gcsio would still search for Google credentials first (about 30 s of
+    retries without them) and then use them against the emulator. Tell it
+    there are none, so it connects anonymously at once, as
+    google-cloud-storage itself does with an emulator. Runs on import, so
+    every worker process does it too."""
+    if not os.environ.get("STORAGE_EMULATOR_HOST"):
+        return
+    from apache_beam.internal.gcp import auth
+    with auth._Credentials._credentials_lock:  # pylint: disable=protected-access
+        auth._Credentials._credentials_init = True  # pylint: disable=protected-access
+        auth._Credentials._credentials = None  # pylint: disable=protected-access
+
+
+_anonymous_gcs_for_emulator()
+
+
 class AlreadyExists(Exception):
     pass
 
@@ -95,6 +113,10 @@ def create_only(path: str, data: bytes) -> None:
     from google.api_core import exceptions as gexc
     bucket, name = path[5:].split("/", 1)
     blob = gcs_client().bucket(bucket).blob(name)
+    # The precondition makes this race-free on GCS; the check before it also
+    # holds where preconditions are not implemented (gcp-storage-emulator).
+    if blob.exists():
+        raise AlreadyExists(path)
     try:
         blob.upload_from_string(data, if_generation_match=0)
     except gexc.PreconditionFailed:
@@ -191,13 +213,20 @@ def list_dir(path: str) -> list[str]:
 
 
 def list_subdirs(path: str) -> list[str]:
-    """Names of the folders directly in `path`."""
+    """Names of the folders directly in `path` (one level: on GCS a delimiter
+    listing, never the whole tree)."""
     if is_local(path):
         try:
             return sorted(e.name for e in os.scandir(path) if e.is_dir())
         except (FileNotFoundError, NotADirectoryError):
             return []
     prefix = path.rstrip("/") + "/"
+    if prefix.startswith("gs://"):
+        bucket, name = prefix[5:].split("/", 1)
+        pages = gcs_client().list_blobs(bucket, prefix=name, delimiter="/")
+        for _ in pages:  # the prefixes fill in as the pages are read
+            pass
+        return sorted(p[len(name):].rstrip("/") for p in pages.prefixes)
     dirs = set()
     for p, _ in list_prefix(prefix):
         rest = p[len(prefix):]

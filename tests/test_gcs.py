@@ -1,0 +1,108 @@
+"""gs:// in and out, against a GCS-protocol emulator the tests start
+themselves: gs:// -> gs://, local -> gs://, a table on GCS, verify and
+inspect on gs://, shards larger than one upload chunk, nothing left behind."""
+import csv
+import io
+import os
+
+import pytest
+
+from conftest import convert, image_bytes, make_tree, manifest, read_examples, scalar, write
+from gcs_emulator import BUCKET, download_prefix, gcs, list_names, upload_tree  # noqa: F401 (fixture)
+
+DATASET_FILES = {"manifest.json", "rejects.jsonl", "label_map.json", "schema.pbtxt"}
+
+
+def check_output(prefix, local, expected_labels):
+    names = download_prefix(prefix, local)
+    shards = [n for n in names if n.endswith(".tfrecord")]
+    assert set(names) == DATASET_FILES | set(shards), names  # no staging, lock or temp objects
+    m = manifest(local)
+    rows = [r for split in m["splits"] for r in read_examples(local, split)]
+    got = {scalar(r, "image/filename"): scalar(r, "image/class/text") for r in rows}
+    assert got == expected_labels
+    return m
+
+
+def test_gs_to_gs_multi_process(gcs, tmp_path):
+    local = str(tmp_path / "imgs")
+    labels = make_tree(local, per_class=5)
+    write(os.path.join(local, "dog", "bad.jpg"), b"not an image")
+    upload_tree(local, "in1")
+    out = f"gs://{BUCKET}/out1"
+    assert convert("--input", f"gs://{BUCKET}/in1", "--output", out, "--num_shards", "2",
+                   "--split", "train=0.7,validation=0.3", "--max_reject_fraction", "0.1", in_memory=False) == 0
+    m = check_output("out1", str(tmp_path / "dl"), labels)
+    assert m["rejects_by_reason"] == {"not_an_image": 1}
+
+    from pipelines.verify import verify_output
+    report = verify_output(out)
+    assert report.ok, report.errors and report.records == len(labels)
+
+
+def test_local_to_gs_and_table_on_gcs(gcs, tmp_path):
+    local = str(tmp_path / "imgs")
+    labels = make_tree(local, per_class=3)
+    out = f"gs://{BUCKET}/out2"
+    assert convert("--input", local, "--output", out) == 0
+    check_output("out2", str(tmp_path / "dl"), labels)
+
+    upload_tree(local, "in3/images")
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["filename", "label"])
+    w.writerows(sorted(labels.items()))
+    from gcs_emulator import bucket
+    bucket().blob("in3/labels.csv").upload_from_string(buf.getvalue())
+    out3 = f"gs://{BUCKET}/out3"
+    assert convert("--label_table", f"gs://{BUCKET}/in3/labels.csv", "--image_root", f"gs://{BUCKET}/in3/images",
+                   "--output", out3) == 0
+    check_output("out3", str(tmp_path / "dl3"), labels)
+
+
+def test_shards_larger_than_an_upload_chunk(gcs, tmp_path):
+    local = str(tmp_path / "big")
+    rels = {}
+    for k in range(44):  # ~0.5 MB each of incompressible noise: one ~22 MB shard
+        rel = f"noise/{k}.png"
+        write(os.path.join(local, rel), image_bytes(420, 420, fmt="PNG", seed=k))
+        rels[rel] = "noise"
+    out = f"gs://{BUCKET}/big"
+    assert convert("--input", local, "--output", out, "--num_shards", "1", "--validate", "header") == 0
+    m = check_output("big", str(tmp_path / "dl"), rels)
+    assert m["splits"]["train"]["shards"][0]["bytes"] > 16 * 2**20
+
+
+def test_verify_and_inspect_on_gs(gcs, tmp_path, capsys):
+    local = str(tmp_path / "imgs")
+    make_tree(local, per_class=2)
+    out = f"gs://{BUCKET}/out4"
+    assert convert("--input", local, "--output", out) == 0
+    from pipelines.inspect_output import main as inspect_main
+    from pipelines.verify import main as verify_main
+    assert verify_main([out, "--quiet"]) == 0
+    assert inspect_main([out, "-n", "1"]) == 0
+    assert "image/class/text" in capsys.readouterr().out
+    from gcs_emulator import bucket
+    name = manifest_shard = [n for n in list_names("out4") if n.endswith(".tfrecord")][0]
+    blob = bucket().blob(f"out4/{name}")
+    data = bytearray(blob.download_as_bytes())
+    data[100] ^= 1
+    blob.upload_from_string(bytes(data))
+    assert verify_main([out, "--quiet"]) == 1
+    assert f"{manifest_shard}: record 0" in capsys.readouterr().err
+
+
+def test_rerun_is_refused_then_overwritten_and_the_manifest_is_create_only(gcs, tmp_path, capsys):
+    local = str(tmp_path / "imgs")
+    make_tree(local, per_class=2)
+    out = f"gs://{BUCKET}/out5"
+    assert convert("--input", local, "--output", out, "--num_shards", "3") == 0
+    assert convert("--input", local, "--output", out, "--num_shards", "2") == 2
+    assert "already holds a complete dataset" in capsys.readouterr().err
+    assert convert("--input", local, "--output", out, "--num_shards", "2", "--overwrite") == 0
+    assert [n for n in list_names("out5") if n.endswith(".tfrecord")] == [
+        "train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"]
+    from transforms import fsutil
+    with pytest.raises(fsutil.AlreadyExists):
+        fsutil.create_only(f"{out}/manifest.json", b"{}")
