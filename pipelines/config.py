@@ -56,6 +56,7 @@ class InputSpec:
     include: tuple = ("*",)          # file-name patterns to list (folder input)
     allow_absolute_paths: bool = False
     split_folders: bool = False      # the first level under the root is the split
+    fingerprint_root: bool = False   # list a table's image root too, to fingerprint the files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,11 +95,21 @@ class ShardSpec:
 
 @dataclasses.dataclass(frozen=True)
 class OutputSpec:
-    output: str
+    output: str                      # the folder the shards go to
     run_id: str
     overwrite: bool = False
     feature_keys: tuple = ()         # ((default key, new key or ""), ...)
     progress: bool = False
+    root: str = ""                   # --versioned: the dataset root holding versions and LATEST
+    version: str = ""                # --versioned: this run's version folder name
+    previous_version: str = ""       # the version LATEST named when the run started
+    previous_fingerprint: str = ""
+    republish: bool = False          # publish even when nothing changed
+
+    @property
+    def lock_dir(self) -> str:
+        """Versioned runs lock the dataset root, so scheduled runs never overlap."""
+        return self.root or self.output
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +134,18 @@ class ConvertConfig:
                 return [plain(x) for x in items]
             return v
         d = plain(self)
-        d["output"].pop("run_id", None)
-        d["output"].pop("progress", None)
+        for k in ("run_id", "progress", "previous_fingerprint"):
+            d["output"].pop(k, None)
+        return d
+
+    def fingerprint_options(self) -> dict:
+        """The settings that shape the shards (not where they go)."""
+        d = self.describe()
+        out = d.pop("output")
+        d["feature_keys"] = out["feature_keys"]
+        d["inputs"].pop("fingerprint_root", None)
+        # The label map that results is fingerprinted instead (it is the same
+        # whether computed, or carried from the previous version).
+        d["labels"].pop("frozen_map", None)
+        d["labels"].pop("extend_map", None)
         return d

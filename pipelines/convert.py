@@ -8,6 +8,7 @@ The pipeline, one stage per step (element shapes in the comments):
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import tempfile
 import time
@@ -22,8 +23,9 @@ from pipelines.config import ConvertConfig
 from pipelines.options import ConvertOptions, help_parser
 from pipelines.parse import UsageError, build_config
 from pipelines.report import ProgressLine, print_summary
-from transforms import fsutil, layout
+from transforms import fingerprint, fsutil, layout
 from transforms.assign_labels import AssignLabels
+from transforms.fingerprint import FINGERPRINT
 from transforms.list_inputs import RECORDS, REJECTS, STATS, ListInputs
 from transforms.plan_shards import PlanShards
 from transforms.labels import LabelError
@@ -42,7 +44,18 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "")
     # [Rec + label_id | target, typed extras]; label_map: singleton LabelMap
     split = labeled[RECORDS] | "Split" >> Split(cfg.splits, cfg.shards.seed, cfg.shards.max_per_split)
     # [Rec + split, shuffle key]
-    valid = split[RECORDS] | "ValidateImages" >> ValidateImages(cfg.images, progress_dir)
+    fp = (listed[FINGERPRINT] | "Fingerprint" >> beam.combiners.ToList()
+          | "RunFingerprint" >> beam.Map(
+              lambda digests, lm: fingerprint.combine(digests + [("label_map", fingerprint.options_digest(
+                  lm.to_json()))], fingerprint.options_digest(cfg.fingerprint_options())),
+              beam.pvalue.AsSingleton(labeled["label_map"])))
+    # singleton: sha256 of the listing, the options and the label map
+    records = split[RECORDS]
+    if out.previous_fingerprint and not out.republish:
+        records = records | "SkipIfUnchanged" >> beam.FlatMap(
+            lambda b, run_fp: [] if fingerprint.unchanged(run_fp, out.previous_fingerprint) else [b],
+            beam.pvalue.AsSingleton(fp))
+    valid = records | "ValidateImages" >> ValidateImages(cfg.images, progress_dir)
     # [Rec + size, format, height, width, channels, crc]
     planned = valid[RECORDS] | "PlanShards" >> PlanShards(cfg.shards)
     # ((split, index, num_shards), [[(position, Rec)]]); plans: singleton {split: SplitPlan}
@@ -53,9 +66,10 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "")
                | "AllRejects" >> beam.Flatten())
     stats = (listed[STATS], split[STATS]) | "AllStats" >> beam.Flatten()
     ({"shards": written["shards"], "rejects": rejects, "stats": stats,
-      "label_map": labeled["label_map"], "plans": planned["plans"]}
-     | "Publish" >> Publish(output=out.output, run_id=out.run_id, staging=staging, options=cfg.describe(),
-                            keys=dict(out.feature_keys), compression=cfg.shards.compression,
+      "label_map": labeled["label_map"], "plans": planned["plans"], "fingerprint": fp}
+     | "Publish" >> Publish(spec=out, staging=staging, options=cfg.describe(),
+                            options_fingerprint=fingerprint.options_digest(cfg.fingerprint_options()),
+                            compression=cfg.shards.compression,
                             max_reject_fraction=cfg.max_reject_fraction, tool_version=__version__))
     # manifest.json, written last
 
@@ -105,7 +119,7 @@ def run(argv: Optional[list] = None, prog: str = "python -m pipelines.convert") 
         progress_mode = options.view_as(ConvertOptions).progress
         cfg = build_config(options.view_as(ConvertOptions), run_id, progress=local and progress_mode != "off")
         runner = runners.choose_runner(options, argv)
-        output_guard.acquire_lock(cfg.output.output, run_id)
+        output_guard.acquire_lock(cfg.output.lock_dir, run_id)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -113,7 +127,7 @@ def run(argv: Optional[list] = None, prog: str = "python -m pipelines.convert") 
         output_guard.check_output(cfg.output.output, cfg.inputs.root, cfg.output.overwrite)
         output_guard.remove_leftover_staging(cfg.output.output, run_id)
     except UsageError as e:
-        release_lock(cfg.output.output, run_id)
+        release_lock(cfg.output.lock_dir, run_id)
         print(f"error: {e}", file=sys.stderr)
         return 2
     started = time.time()
@@ -126,14 +140,14 @@ def run(argv: Optional[list] = None, prog: str = "python -m pipelines.convert") 
             with ProgressLine(progress_dir if cfg.output.progress else "", progress_mode):
                 result = p.run()
                 if dry_run:
-                    release_lock(cfg.output.output, run_id)
+                    release_lock(cfg.output.lock_dir, run_id)
                     print(f"dry run: the {type(runner).__name__ if not isinstance(runner, str) else runner} job "
                           "was built and not submitted")
                     return 0
                 if local or not convert_opts.detach:
                     result.wait_until_finish()
         except (Exception, KeyboardInterrupt) as e:
-            release_lock(cfg.output.output, run_id)
+            release_lock(cfg.output.lock_dir, run_id)
             fsutil.delete_tree(layout.staging_dir(cfg.output.output, run_id))
             msg = _error_message(e)
             if msg is None:
@@ -145,7 +159,16 @@ def run(argv: Optional[list] = None, prog: str = "python -m pipelines.convert") 
         print(f"job {'submitted' if convert_opts.detach else 'finished'} ({state}); output {cfg.output.output}, "
               f"complete when {layout.MANIFEST} appears")
         return 0
+    if cfg.output.root and not fsutil.exists(fsutil.join(cfg.output.output, layout.MANIFEST)):
+        if fsutil.is_local(cfg.output.output) and os.path.isdir(cfg.output.output) \
+                and not os.listdir(cfg.output.output):
+            os.rmdir(cfg.output.output)
+        print(f"unchanged: inputs and options are the same as version {cfg.output.previous_version}; nothing "
+              f"published, {fsutil.join(cfg.output.root, layout.LATEST)} still names {cfg.output.previous_version}")
+        return 0
     print_summary(cfg.output.output, time.time() - started)
+    if cfg.output.root:
+        print(f"published version {cfg.output.version}: {fsutil.join(cfg.output.root, layout.LATEST)} now names it")
     return 0
 
 

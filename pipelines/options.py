@@ -106,6 +106,15 @@ def add_convert_args(parser) -> None:
     g.add_argument("--max_reject_fraction", type=float, default=0.05,
                    help="Fail without publishing when more than this fraction of listed records is rejected "
                         "(the rejects are still written for inspection); 1 never fails")
+    g.add_argument("--versioned", action="store_true", default=False,
+                   help="Treat --output as a dataset root: write this run into <output>/<version> and, once its "
+                        "manifest is written, point <output>/LATEST at it (a failed run never moves it). Class ids "
+                        "carry over from the version LATEST names; unchanged inputs and options publish nothing")
+    g.add_argument("--version", default="",
+                   help="With --versioned: the version folder name (default: the UTC time, v20261121-073000)")
+    g.add_argument("--republish_unchanged", action="store_true", default=False,
+                   help="With --versioned: publish a new version even when inputs and options are unchanged "
+                        "since LATEST (its shards are then identical)")
     g.add_argument("--detach", action="store_true", default=False,
                    help="With a remote runner (Dataflow): return once the job is submitted instead of waiting for "
                         "it; the job's last step publishes the output and releases the lock")

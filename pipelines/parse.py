@@ -2,14 +2,17 @@
 submitted, failing at once with a message that says how to fix it."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import posixpath
 import re
+from typing import Optional
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from pipelines import versions
 from pipelines.config import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, ConvertConfig, InputKind, InputSpec, LabelSource,
                               LabelSpec, LabelType, OutputSpec, ShardSpec, SplitSource, SplitSpec)
 from transforms import fsutil, tables
@@ -195,16 +198,41 @@ def build_config(o, run_id: str, progress: bool = False) -> ConvertConfig:
         inputs = InputSpec(InputKind.TABLE, image_root, table=table, table_format=fmt, path_column=path_col,
                            label_column=label_col, split_column=split_col, extra_columns=extras,
                            resolve_ids=resolve_ids, allow_absolute_paths=o.allow_absolute_paths)
-    labels = _label_spec(o, label_from, inputs)
+    previous_version, previous = "", None
+    if o.versioned:
+        try:
+            previous_version, previous = versions.read_latest(fsutil.normalize_root(o.output))
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        inputs = dataclasses.replace(inputs, fingerprint_root=inputs.kind is InputKind.TABLE)
+    elif o.version or o.republish_unchanged:
+        raise UsageError("--version and --republish_unchanged need --versioned")
+    labels = _label_spec(o, label_from, inputs, previous)
     keys = _feature_keys(o.feature_keys, inputs.extra_columns)
     return ConvertConfig(
         inputs=inputs, labels=labels, splits=split,
         images=_image_policy(o), shards=_shard_spec(o),
-        output=OutputSpec(fsutil.normalize_root(o.output), run_id, o.overwrite, keys, progress),
+        output=_output_spec(o, run_id, keys, progress, previous_version, previous),
         max_reject_fraction=_fraction(o.max_reject_fraction))
 
 
-def _label_spec(o, label_from: str, inputs: InputSpec) -> LabelSpec:
+def _output_spec(o, run_id: str, keys: tuple, progress: bool, previous_version: str,
+                 previous: Optional[dict]) -> OutputSpec:
+    out = fsutil.normalize_root(o.output)
+    if not o.versioned:
+        return OutputSpec(out, run_id, o.overwrite, keys, progress)
+    version = o.version or versions.new_version_name()
+    if not versions.VERSION_NAME.match(version):
+        raise UsageError(f"--version {version!r}: use letters, digits, '.', '_' or '-' (it names a folder)")
+    if version in (previous_version, versions.LATEST):
+        raise UsageError(f"--version {version!r} is already published in {out}; give a new version name")
+    return OutputSpec(fsutil.join(out, version), run_id, o.overwrite, keys, progress, root=out, version=version,
+                      previous_version=previous_version,
+                      previous_fingerprint=(previous or {}).get("fingerprint", {}).get("run", ""),
+                      republish=o.republish_unchanged)
+
+
+def _label_spec(o, label_from: str, inputs: InputSpec, previous: Optional[dict] = None) -> LabelSpec:
     if label_from == "auto":
         label_from = "regex" if o.label_regex else "table" if inputs.kind is InputKind.TABLE else "folder"
     source = LabelSource(label_from)
@@ -218,8 +246,13 @@ def _label_spec(o, label_from: str, inputs: InputSpec) -> LabelSpec:
     if source is LabelSource.FOLDER and o.label_depth == 0:
         raise UsageError("--label_depth 0 names no folder; use 1 for root/<class>/..., -1 for the image's folder")
     frozen = load_label_map(o.label_map) if o.label_map else None
-    if o.extend_label_map and frozen is None:
-        raise UsageError("--extend_label_map needs --label_map (the map to extend)")
+    carried = (previous or {}).get("label_map", {})
+    if frozen is None and carried.get("kind") == "class" and o.label_type in ("auto", "class"):
+        # A new version keeps the class ids of the version before it.
+        frozen = tuple(sorted(carried["classes"].items(), key=lambda p: (p[1], p[0])))
+    if o.extend_label_map and frozen is None and not o.versioned:
+        raise UsageError("--extend_label_map needs --label_map (the map to extend), or --versioned (which "
+                         "carries the previous version's map)")
     label_type = LabelType(o.label_type)
     if frozen is not None and label_type not in (LabelType.AUTO, LabelType.CLASS):
         raise UsageError(f"--label_map gives class names; it cannot be used with --label_type {o.label_type}")

@@ -106,3 +106,23 @@ def test_rerun_is_refused_then_overwritten_and_the_manifest_is_create_only(gcs, 
     from transforms import fsutil
     with pytest.raises(fsutil.AlreadyExists):
         fsutil.create_only(f"{out}/manifest.json", b"{}")
+
+
+def test_versioned_dataset_in_a_bucket(gcs, tmp_path, capsys):
+    local = str(tmp_path / "imgs")
+    labels = make_tree(local, per_class=2)
+    upload_tree(local, "in6")
+    root = f"gs://{BUCKET}/ds6"
+    args = ["--input", f"gs://{BUCKET}/in6", "--output", root, "--versioned"]
+    assert convert(*args, "--version", "v1") == 0
+    from gcs_emulator import bucket
+    assert bucket().blob("ds6/LATEST").download_as_bytes() == b"v1\n"
+    check_output("ds6/v1", str(tmp_path / "dl"), labels)
+    capsys.readouterr()
+    assert convert(*args, "--version", "v2") == 0
+    assert "unchanged" in capsys.readouterr().out
+    assert bucket().blob("ds6/LATEST").download_as_bytes() == b"v1\n"
+    assert not list_names("ds6/v2") and ".tfrecords.lock" not in list_names("ds6")
+    bucket().blob("in6/cat/new.jpg").upload_from_string(image_bytes(seed=77))
+    assert convert(*args, "--version", "v3") == 0
+    assert bucket().blob("ds6/LATEST").download_as_bytes() == b"v3\n"

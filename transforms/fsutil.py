@@ -181,19 +181,19 @@ def delete_tree(path: str) -> None:
         import shutil
         shutil.rmtree(path, ignore_errors=True)
         return
-    names = [p for p, _ in list_prefix(path.rstrip("/") + "/")]
+    names = [p for p, _, _ in list_prefix(path.rstrip("/") + "/")]
     if names:
         FileSystems.delete(names)
 
 
-def list_prefix(prefix: str) -> Iterator[tuple[str, int]]:
-    """(path, size) of every object under `prefix` on a non-local filesystem;
-    the prefix is literal (no glob characters are interpreted)."""
+def list_prefix(prefix: str) -> Iterator[tuple[str, int, float]]:
+    """(path, size, modification time) of every object under `prefix` on a
+    non-local filesystem; the prefix is literal (no glob characters)."""
     fs = FileSystems.get_filesystem(prefix)
     # `_list` is the prefix listing `match` is built on; it is the only way to
     # list names that contain glob characters.
     for meta in fs._list(prefix):  # pylint: disable=protected-access
-        yield meta.path, meta.size_in_bytes
+        yield meta.path, meta.size_in_bytes, meta.last_updated_in_seconds or 0.0
 
 
 def list_dir(path: str) -> list[str]:
@@ -205,7 +205,7 @@ def list_dir(path: str) -> list[str]:
             return []
     prefix = path.rstrip("/") + "/"
     names = set()
-    for p, _ in list_prefix(prefix):
+    for p, _, _ in list_prefix(prefix):
         rest = p[len(prefix):]
         if rest:
             names.add(rest.split("/", 1)[0] if "/" in rest else rest)
@@ -228,7 +228,7 @@ def list_subdirs(path: str) -> list[str]:
             pass
         return sorted(p[len(name):].rstrip("/") for p in pages.prefixes)
     dirs = set()
-    for p, _ in list_prefix(prefix):
+    for p, _, _ in list_prefix(prefix):
         rest = p[len(prefix):]
         if "/" in rest:
             dirs.add(rest.split("/", 1)[0])

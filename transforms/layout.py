@@ -14,6 +14,7 @@ STAGING_PREFIX = ".tfrecords-staging-"
 # Any shard we could have written, whatever its split, count or compression.
 SHARD_RE = re.compile(r"^[A-Za-z0-9_]{1,64}-\d{5,}-of-\d{5,}\.tfrecord(\.gz|\.zlib)?$")
 MANIFEST_FORMAT = "tfrecord-pipelines/manifest/v1"
+LATEST = "LATEST"                 # --versioned: a dataset root's pointer to its current version
 
 
 def staging_dir(output: str, run_id: str) -> str:
@@ -26,3 +27,8 @@ def is_dataset_file(name: str) -> bool:
 
 def failed_rejects_name(run_id: str) -> str:
     return f"failed-{run_id}.{REJECTS}"
+
+
+def publish_latest(root: str, version: str) -> None:
+    """Points LATEST at `version` (an atomic replace of a one-line file)."""
+    fsutil.write_bytes(fsutil.join(root, LATEST), (version + "\n").encode())

@@ -4,10 +4,13 @@ Output (a tagged tuple):
   records  [Rec, ...]     batches of listed records (rel, path, size, raw label/split/extras)
   rejects  [Reject, ...]  rows refused already (unsafe paths, duplicates, ids matching no file)
   stats    (name, count)  "listed" and the excluded counts by reason
+  fingerprint (unit, hex) the listing's digests (transforms/fingerprint.py)
 """
 from __future__ import annotations
 
 import collections
+import hashlib
+import json
 from typing import Iterable, Iterator
 
 import apache_beam as beam
@@ -16,6 +19,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipelines.config import InputKind, InputSpec
 from transforms import listing, tables
+from transforms.fingerprint import FINGERPRINT
 from transforms.records import Batch, Reason, Rec, Reject, reject
 
 BATCH = 500
@@ -34,15 +38,17 @@ def batched(items: Iterable, size: int = BATCH) -> Iterator[list]:
 
 
 class _WalkFn(beam.DoFn):
-    def __init__(self, root: str, include: tuple):
-        self._root, self._include = root, include
+    def __init__(self, root: str, include: tuple, name: str):
+        self._root, self._include, self._name = root, include, name
 
     def process(self, unit: str):
         counts = collections.Counter()
+        digest = hashlib.sha256()
         n = 0
-        for batch in batched(listing.walk_unit(self._root, unit, self._include, counts)):
+        for batch in batched(listing.walk_unit(self._root, unit, self._include, counts, digest)):
             n += len(batch)
             yield batch
+        yield beam.pvalue.TaggedOutput(FINGERPRINT, (f"{self._name}/{unit}", digest.hexdigest()))
         yield beam.pvalue.TaggedOutput(STATS, ("listed", n))
         for name, count in counts.items():
             yield beam.pvalue.TaggedOutput(STATS, ("excluded/" + name, count))
@@ -69,9 +75,16 @@ class _ReadTableFn(beam.DoFn):
 
     def process(self, table: str):
         n = 0
+        digest = hashlib.sha256()
+
+        def hashed(rows):
+            for i, row in rows:
+                digest.update(json.dumps(row, sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n")
+                yield i, row
+
         with FileSystems.open(table, compression_type=CompressionTypes.AUTO) as f:
             rows = (table_row_to_rec(i, row, self._spec)
-                    for i, row in tables.iter_rows(tables.text_stream(f), self._spec.table_format))
+                    for i, row in hashed(tables.iter_rows(tables.text_stream(f), self._spec.table_format)))
             for batch in batched(rows):
                 n += len(batch)
                 recs = Batch(r for r in batch if isinstance(r, Rec))
@@ -79,6 +92,7 @@ class _ReadTableFn(beam.DoFn):
                     yield beam.pvalue.TaggedOutput(REJECTS, Batch(r for r in batch if isinstance(r, Reject)))
                 if recs:
                     yield recs
+        yield beam.pvalue.TaggedOutput(FINGERPRINT, ("table", digest.hexdigest()))
         yield beam.pvalue.TaggedOutput(STATS, ("listed", n))
 
 
@@ -130,14 +144,20 @@ class ListInputs(beam.PTransform):
         spec = self._spec
         if spec.kind is InputKind.FOLDER:
             walk = self._walk(pbegin, spec.root, "Tree")
-            return {RECORDS: walk[RECORDS], STATS: walk[STATS],
+            return {RECORDS: walk[RECORDS], STATS: walk[STATS], FINGERPRINT: walk[FINGERPRINT],
                     REJECTS: pbegin | "NoRejects" >> beam.Create([])}
         read = (pbegin | "Table" >> beam.Create([spec.table])
-                | "ReadTable" >> beam.ParDo(_ReadTableFn(spec)).with_outputs(REJECTS, STATS, main=RECORDS))
+                | "ReadTable" >> beam.ParDo(_ReadTableFn(spec)).with_outputs(REJECTS, STATS, FINGERPRINT,
+                                                                              main=RECORDS))
         recs = read[RECORDS] | "Unbatch" >> beam.FlatMap(lambda b: b)
         rejects = [read[REJECTS]]
+        fingerprints = [read[FINGERPRINT]]
+        root_walk = None
+        if spec.resolve_ids or spec.fingerprint_root:
+            root_walk = self._walk(pbegin, spec.root, "ImageRoot")
+            fingerprints.append(root_walk[FINGERPRINT])
         if spec.resolve_ids:
-            recs, id_rejects = self._resolve_ids(pbegin, recs)
+            recs, id_rejects = self._resolve_ids(root_walk[RECORDS], recs)
             rejects.append(id_rejects)
         deduped = (recs | "ByPath" >> beam.Map(lambda r: (r.rel, r))
                    | "GroupByPath" >> beam.GroupByKey()
@@ -147,17 +167,18 @@ class ListInputs(beam.PTransform):
         return {RECORDS: deduped[RECORDS] | "Batch" >> beam.BatchElements(min_batch_size=BATCH, max_batch_size=BATCH)
                    | "AsBatch" >> beam.Map(Batch),
                 REJECTS: rejects | "Rejects" >> beam.Flatten(),
-                STATS: read[STATS]}
+                STATS: read[STATS],
+                FINGERPRINT: fingerprints | "Fingerprints" >> beam.Flatten()}
 
     def _walk(self, pbegin, root: str, name: str):
         return (pbegin | f"{name}Root" >> beam.Create([root])
                 | f"{name}Units" >> beam.FlatMap(listing.folder_units)
                 | f"{name}Spread" >> beam.Reshuffle()
-                | f"{name}Walk" >> beam.ParDo(_WalkFn(root, self._spec.include)).with_outputs(STATS, main=RECORDS))
+                | f"{name}Walk" >> beam.ParDo(_WalkFn(root, self._spec.include, name))
+                .with_outputs(STATS, FINGERPRINT, main=RECORDS))
 
-    def _resolve_ids(self, pbegin, recs):
-        spec = self._spec
-        files = (self._walk(pbegin, spec.root, "ImageRoot")[RECORDS]
+    def _resolve_ids(self, root_files, recs):
+        files = (root_files
                  | "FilesUnbatch" >> beam.FlatMap(lambda b: b)
                  | "FilesByStem" >> beam.FlatMap(
                      lambda r: [(tables.strip_extension(r.rel), r)] if tables.strip_extension(r.rel) else []))

@@ -44,22 +44,25 @@ def _accept(name: str, patterns: tuple, counts: collections.Counter) -> bool:
     return True
 
 
-def walk_unit(root: str, unit: str, patterns: tuple, counts: collections.Counter) -> Iterator[Rec]:
-    """Records for one listing unit (see `folder_units`), in sorted order."""
+def walk_unit(root: str, unit: str, patterns: tuple, counts: collections.Counter, digest=None) -> Iterator[Rec]:
+    """Records for one listing unit (see `folder_units`), in sorted order.
+    With `digest` (a hashlib object), each record's path, size and
+    modification time are hashed in that order: the unit's fingerprint."""
     if not fsutil.is_local(root):
-        yield from _walk_remote(root, patterns, counts)
-        return
-    if unit == "":
-        for e in _scandir_sorted(root):
-            if not _is_dir(e) and _accept(e.name, patterns, counts):
-                yield Rec(rel=e.name, path=e.path, size=_size(e))
-        return
-    top = os.path.join(root, unit)
-    yield from _walk_local(top, unit, patterns, counts, ancestors=(_dir_id(root),))
+        recs = _walk_remote(root, patterns, counts)
+    elif unit == "":
+        recs = ((Rec(rel=e.name, path=e.path, size=_size(e)), _mtime(e)) for e in _scandir_sorted(root)
+                if not _is_dir(e) and _accept(e.name, patterns, counts))
+    else:
+        recs = _walk_local(os.path.join(root, unit), unit, patterns, counts, ancestors=(_dir_id(root),))
+    for rec, mtime in recs:
+        if digest is not None:
+            digest.update(f"{rec.rel}\0{rec.size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
+        yield rec
 
 
 def _walk_local(path: str, rel: str, patterns: tuple, counts: collections.Counter,
-                ancestors: tuple) -> Iterator[Rec]:
+                ancestors: tuple) -> Iterator[tuple]:
     ident = _dir_id(path)
     if ident in ancestors:
         counts[EXCLUDED_LOOP] += 1
@@ -74,14 +77,14 @@ def _walk_local(path: str, rel: str, patterns: tuple, counts: collections.Counte
             else:
                 subdirs.append((e.path, erel))
         elif _accept(e.name, patterns, counts):
-            yield Rec(rel=erel, path=e.path, size=_size(e))
+            yield Rec(rel=erel, path=e.path, size=_size(e)), _mtime(e)
     for sub_path, sub_rel in subdirs:
         yield from _walk_local(sub_path, sub_rel, patterns, counts, ancestors)
 
 
-def _walk_remote(root: str, patterns: tuple, counts: collections.Counter) -> Iterator[Rec]:
+def _walk_remote(root: str, patterns: tuple, counts: collections.Counter) -> Iterator[tuple]:
     prefix = root.rstrip("/") + "/"
-    for path, size in fsutil.list_prefix(prefix):
+    for path, size, mtime in fsutil.list_prefix(prefix):
         rel = path[len(prefix):]
         if not rel or rel.endswith("/"):  # folder placeholder objects
             continue
@@ -90,7 +93,7 @@ def _walk_remote(root: str, patterns: tuple, counts: collections.Counter) -> Ite
             counts[EXCLUDED_HIDDEN] += 1
             continue
         if _accept(parts[-1], patterns, counts):
-            yield Rec(rel=rel, path=path, size=size)
+            yield Rec(rel=rel, path=path, size=size), mtime
 
 
 def _scandir_sorted(path: str) -> list:
@@ -112,6 +115,13 @@ def _size(entry) -> int:
         return entry.stat(follow_symlinks=True).st_size
     except OSError:
         return -1  # a broken link: listed, and rejected as missing when read
+
+
+def _mtime(entry) -> int:
+    try:
+        return entry.stat(follow_symlinks=True).st_mtime_ns
+    except OSError:
+        return 0
 
 
 def _dir_id(path: str) -> tuple:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import datetime
 import json
+import logging
 from typing import Iterable
 
 import apache_beam as beam
@@ -53,6 +54,7 @@ def collect_shards(shards: Iterable[ShardResult], plans: dict) -> dict:
 
 def build_manifest(shards: dict, rejects: list, stats: dict, label_map, options: dict,
                    keys: dict, compression, tool_version: str, run_id: str) -> dict:
+    """The manifest's content (without the fingerprint and version fields)."""
     written = sum(s.records for ss in shards.values() for s in ss)
     listed = stats.get("listed", 0)
     not_selected = stats.get("not_selected", 0)
@@ -124,19 +126,30 @@ def _read_json(path: str):
         return None
 
 
-def publish(output: str, run_id: str, staging: str, shards: list, rejects: list, stats: dict,
-            label_map, plans: dict, options: dict, keys: dict, compression,
+def publish(spec, staging: str, shards: list, rejects: list, stats: dict, label_map, plans: dict,
+            fingerprint: str, options: dict, options_fingerprint: str, compression,
             max_reject_fraction: float, tool_version: str) -> dict:
+    """`spec` is the run's OutputSpec (pipelines/config.py)."""
+    output, run_id, keys = spec.output, spec.run_id, dict(spec.feature_keys)
     manifest_path = fsutil.join(output, layout.MANIFEST)
     current = _read_json(manifest_path)
-    if current and current.get("run_id") == run_id:
-        return current  # a replay of this step: already published
+    if current and current.get("run_id") == run_id:  # a replay of this step: already published
+        if spec.root:
+            layout.publish_latest(spec.root, spec.version)
+        release_lock(spec.lock_dir, run_id)
+        return current
+    if spec.previous_fingerprint and not spec.republish and fingerprint == spec.previous_fingerprint:
+        logging.getLogger(__name__).warning(
+            "inputs and options unchanged since version %s: nothing published", spec.previous_version)
+        fsutil.delete_tree(staging)
+        release_lock(spec.lock_dir, run_id)
+        return {"unchanged_since": spec.previous_version}
     listed = stats.get("listed", 0)
     if listed and len(rejects) / listed > max_reject_fraction:
         failed = fsutil.join(output, layout.failed_rejects_name(run_id))
         fsutil.write_bytes(failed, rejects_jsonl(rejects))
         fsutil.delete_tree(staging)
-        release_lock(output, run_id)
+        release_lock(spec.lock_dir, run_id)
         raise TooManyRejects(
             f"{len(rejects):,} of {listed:,} listed records ({len(rejects) / listed:.1%}) were rejected, "
             f"above --max_reject_fraction {max_reject_fraction}; nothing was published. The rejects and their "
@@ -144,6 +157,10 @@ def publish(output: str, run_id: str, staging: str, shards: list, rejects: list,
     by_split = collect_shards(shards, plans)
     manifest = build_manifest(by_split, rejects, stats, label_map, options, keys, compression,
                               tool_version, run_id)
+    manifest["fingerprint"] = {"run": fingerprint, "options": options_fingerprint}
+    if spec.root:
+        manifest["version"] = spec.version
+        manifest["previous_version"] = spec.previous_version
     fsutil.delete([manifest_path])
     keep = {s.name for ss in by_split.values() for s in ss}
     fsutil.delete([fsutil.join(output, n) for n in fsutil.list_dir(output)
@@ -163,8 +180,10 @@ def publish(output: str, run_id: str, staging: str, shards: list, rejects: list,
         fsutil.create_only(manifest_path, body)
     except fsutil.AlreadyExists:
         raise PublishError(f"{manifest_path} appeared while publishing: another run wrote this output") from None
+    if spec.root:  # only now, with the version complete, may training jobs see it
+        layout.publish_latest(spec.root, spec.version)
     fsutil.delete_tree(staging)
-    release_lock(output, run_id)
+    release_lock(spec.lock_dir, run_id)
     return manifest
 
 
@@ -177,7 +196,7 @@ def release_lock(output: str, run_id: str) -> None:
 
 class Publish(beam.PTransform):
     """Inputs: a dict with "shards" (ShardResult), "rejects" ([Reject] batches),
-    "stats" ((name, count)), "label_map" and "plans" (singletons)."""
+    "stats" ((name, count)), "label_map", "plans" and "fingerprint" (singletons)."""
 
     def __init__(self, **settings):
         super().__init__()
@@ -191,7 +210,8 @@ class Publish(beam.PTransform):
         return (inputs["shards"].pipeline
                 | "Once" >> beam.Create([None])
                 | "Publish" >> beam.Map(
-                    lambda _, shards, rej, st, lm, plans: publish(
-                        shards=shards, rejects=rej, stats=st, label_map=lm, plans=plans, **settings),
+                    lambda _, shards, rej, st, lm, plans, fp: publish(
+                        shards=shards, rejects=rej, stats=st, label_map=lm, plans=plans, fingerprint=fp, **settings),
                     side.AsList(inputs["shards"]), side.AsList(rejects), side.AsDict(stats),
-                    side.AsSingleton(inputs["label_map"]), side.AsSingleton(inputs["plans"])))
+                    side.AsSingleton(inputs["label_map"]), side.AsSingleton(inputs["plans"]),
+                    side.AsSingleton(inputs["fingerprint"])))
