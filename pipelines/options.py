@@ -93,6 +93,10 @@ def add_convert_args(parser) -> None:
                         "rejects them as unsupported_format; jpeg/png re-encodes them (first frame, EXIF "
                         "orientation applied, 16-bit scaled, alpha composited on white for jpeg)")
     g.add_argument("--jpeg_quality", type=int, default=95, help="Quality of re-encoded JPEGs")
+    g.add_argument("--exif_orientation", default="keep", choices=["keep", "apply"],
+                   help="keep: store JPEGs unchanged (TensorFlow ignores EXIF orientation, so a photo taken "
+                        "sideways decodes sideways); apply: re-encode JPEGs whose EXIF orientation is not 1, "
+                        "upright, with the recorded size after rotation")
     g.add_argument("--max_pixels", type=int, default=89_478_485,
                    help="Reject images whose header claims more pixels (decompression bombs) before decoding")
     g.add_argument("--feature_keys", default="",

@@ -272,7 +272,8 @@ def _image_policy(o) -> ImagePolicy:
         raise UsageError(f"--max_pixels {o.max_pixels} must be positive")
     return ImagePolicy(validation=Validation(o.validate), output_formats=formats,
                        reencode="" if o.reencode == "off" else o.reencode,
-                       max_pixels=o.max_pixels, jpeg_quality=o.jpeg_quality)
+                       max_pixels=o.max_pixels, jpeg_quality=o.jpeg_quality,
+                       apply_orientation=o.exif_orientation == "apply")
 
 
 def _shard_spec(o) -> ShardSpec:

@@ -180,8 +180,9 @@ def test_other_formats_are_rejected_or_reencoded(fmt):
     for target in ("jpeg", "png"):
         policy = ImagePolicy(reencode=target)
         info = probe_image(data, policy)
-        out = reencode_image(data, policy)
+        out = reencode_image(data, target, policy)
         assert sniff_format(out) == target == info.fmt and info.source_fmt == fmt
+        assert (info.height, info.width) == (10, 20)  # full size, not a reduced decode
         assert tf_decode(out) == (info.height, info.width, info.channels)
 
 
@@ -193,8 +194,8 @@ def test_png_named_jpeg_keeps_its_real_format():
 def test_png_only_output_reencodes_jpeg():
     policy = ImagePolicy(output_formats=frozenset({"png"}), reencode="png")
     info = probe_image(JPEG, policy)
-    assert (info.fmt, info.source_fmt) == ("png", "jpeg")
-    assert tf_decode(reencode_image(JPEG, policy)) == (info.height, info.width, info.channels)
+    assert (info.fmt, info.source_fmt, info.height, info.width) == ("png", "jpeg", 48, 64)
+    assert tf_decode(reencode_image(JPEG, "png", policy)) == (info.height, info.width, info.channels)
 
 
 def test_eoi_walk_finds_the_main_image_end_despite_a_trailer():

@@ -52,6 +52,7 @@ class ImagePolicy:
     max_pixels: int = 89_478_485
     jpeg_quality: int = 95
     background: tuple = (255, 255, 255)
+    apply_orientation: bool = False  # re-encode JPEGs whose EXIF orientation is not 1, upright
 
 
 class ImageInfo(NamedTuple):
@@ -60,7 +61,8 @@ class ImageInfo(NamedTuple):
     width: int
     channels: int
     colorspace: str
-    source_fmt: str   # format of the file as found (differs when re-encoded)
+    source_fmt: str   # format of the file as found
+    reencode_to: str = ""  # "jpeg"/"png" when the stored bytes are a re-encoding
 
 
 class BadImage(Exception):
@@ -225,8 +227,10 @@ def _open(data: bytes, fmt: str) -> Image.Image:
         raise BadImage(Reason.CORRUPT, f"{fmt} header cannot be parsed: {e}") from None
 
 
-def _decode(im: Image.Image, fmt: str) -> None:
-    if fmt == JPEG:
+def _decode(im: Image.Image, fmt: str, reduced: bool = True) -> None:
+    """Decodes the whole stream; a JPEG at 1/8 scale unless `reduced` is off
+    (the entropy-coded data is decoded in full either way)."""
+    if fmt == JPEG and reduced:
         w, h = im.size
         im.draft(None, (max(1, w // 8), max(1, h // 8)))
     try:
@@ -257,9 +261,27 @@ def probe_image(data: bytes, policy: ImagePolicy) -> ImageInfo:
         raise BadImage(Reason.CORRUPT, f"image claims size {head.width}x{head.height}")
     if fmt == JPEG and not jpeg_has_eoi(data, head.body):
         raise BadImage(Reason.TRUNCATED, "JPEG stream ends before its end-of-image marker")
+    if policy.apply_orientation and fmt == JPEG and _orientation(data) != 1:
+        return _reencoded_info(_open(data, fmt), fmt, JPEG, policy)
     if policy.validation is Validation.FULL:
         _decode(_open(data, fmt), fmt)
     return ImageInfo(fmt, head.height, head.width, head.channels, _COLORSPACE[head.channels], fmt)
+
+
+def _orientation(data: bytes) -> int:
+    """The EXIF orientation tag (1 when absent), read only when asked for."""
+    if b"Exif\x00\x00" not in data[:65536]:
+        return 1
+    try:
+        return int(Image.open(io.BytesIO(data)).getexif().get(0x0112, 1))
+    except Exception:  # unreadable EXIF: leave the image as it is
+        return 1
+
+
+def _reencoded_info(im: Image.Image, fmt: str, target: str, policy: ImagePolicy) -> ImageInfo:
+    out = prepare_reencode(im, fmt, target, policy)
+    channels = _CHANNELS[out.mode]
+    return ImageInfo(target, out.height, out.width, channels, _COLORSPACE[channels], fmt, target)
 
 
 def _probe_for_reencode(data: bytes, fmt: str, policy: ImagePolicy) -> ImageInfo:
@@ -275,16 +297,14 @@ def _probe_for_reencode(data: bytes, fmt: str, policy: ImagePolicy) -> ImageInfo
         raise BadImage(Reason.TOO_MANY_PIXELS, f"{w}x{h} = {w * h:,} pixels > --max_pixels {policy.max_pixels:,}")
     if w * h == 0:
         raise BadImage(Reason.CORRUPT, f"image claims size {w}x{h}")
-    out = prepare_reencode(im, fmt, policy)
-    channels = _CHANNELS[out.mode]
-    return ImageInfo(policy.reencode, out.height, out.width, channels, _COLORSPACE[channels], fmt)
+    return _reencoded_info(im, fmt, policy.reencode, policy)
 
 
-def prepare_reencode(im: Image.Image, fmt: str, policy: ImagePolicy) -> Image.Image:
+def prepare_reencode(im: Image.Image, fmt: str, target: str, policy: ImagePolicy) -> Image.Image:
     """Decodes the first frame and turns it into a mode the target format can
     store without loss of meaning: EXIF orientation applied, 16-bit scaled (not
     clipped) to 8-bit, alpha composited on the background for JPEG."""
-    _decode(im, fmt)
+    _decode(im, fmt, reduced=False)
     try:
         im.seek(0)
     except EOFError:
@@ -295,7 +315,7 @@ def prepare_reencode(im: Image.Image, fmt: str, policy: ImagePolicy) -> Image.Im
     elif im.mode == "F":
         im = im.convert("L")
     has_alpha = im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info)
-    if policy.reencode == JPEG:
+    if target == JPEG:
         if has_alpha:
             rgba = im.convert("RGBA")
             base = Image.new("RGB", rgba.size, policy.background)
@@ -307,13 +327,13 @@ def prepare_reencode(im: Image.Image, fmt: str, policy: ImagePolicy) -> Image.Im
     return im if im.mode in ("L", "RGB") else im.convert("RGB")
 
 
-def reencode_image(data: bytes, policy: ImagePolicy) -> bytes:
-    """The stored bytes for an image that `probe_image` marked for re-encoding.
-    Deterministic for a given Pillow build."""
+def reencode_image(data: bytes, target: str, policy: ImagePolicy) -> bytes:
+    """The stored bytes for an image that `probe_image` marked for re-encoding
+    to `target`. Deterministic for a given Pillow build."""
     fmt = sniff_format(data)
-    im = prepare_reencode(_open(data, fmt), fmt, policy)
+    im = prepare_reencode(_open(data, fmt), fmt, target, policy)
     buf = io.BytesIO()
-    if policy.reencode == JPEG:
+    if target == JPEG:
         im.save(buf, "JPEG", quality=policy.jpeg_quality, optimize=False)
     else:
         im.save(buf, "PNG", compress_level=6)

@@ -59,7 +59,8 @@ class Rec(NamedTuple):
     width: int = 0
     channels: int = 0
     colorspace: str = ""
-    source_fmt: str = ""              # format found; differs from fmt when re-encoded
+    source_fmt: str = ""              # format found
+    reencode_to: str = ""             # "jpeg"/"png": the writer stores a re-encoding
     crc: int = -1                     # fingerprint() of the bytes validated (-1: not read)
     key: int = 0                      # shuffle key
 

@@ -57,7 +57,7 @@ def validate_record(rec: Rec, policy: ImagePolicy) -> Union[Rec, Reject]:
     except BadImage as e:
         return reject(rec._replace(size=len(data)), e.reason, e.detail)
     return rec._replace(path=path, size=len(data), fmt=info.fmt, height=info.height, width=info.width,
-                        channels=info.channels, colorspace=info.colorspace, source_fmt=info.source_fmt,
+                        channels=info.channels, colorspace=info.colorspace, source_fmt=info.source_fmt, reencode_to=info.reencode_to,
                         crc=fingerprint(data))
 
 

@@ -104,8 +104,8 @@ class _WriteShardFn(beam.DoFn):
                 if data is None:
                     rejects.append(reject(rec, Reason.CHANGED, why))
                     continue
-                if rec.fmt != rec.source_fmt:
-                    data = reencode_image(data, self._policy)
+                if rec.reencode_to:
+                    data = reencode_image(data, rec.reencode_to, self._policy)
                 feats = example_features(rec, data, hashlib.sha256(data).hexdigest(), label_map.kind, self._keys)
                 chunks, length = encode_example(feats)
                 before = writer.bytes_written
