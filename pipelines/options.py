@@ -16,7 +16,7 @@ class ConvertOptions(PipelineOptions):
 
 
 def add_convert_args(parser) -> None:
-    g = parser.add_argument_group("input") if hasattr(parser, "add_argument_group") else parser
+    g = parser.add_argument_group("input")
     g.add_argument("--input", default="",
                    help="Image folder tree (local or gs://): root/<class>/<image>, nested trees, or split "
                         "folders root/train/<class>/...")
@@ -42,7 +42,7 @@ def add_convert_args(parser) -> None:
     g.add_argument("--allow_absolute_paths", action="store_true", default=False,
                    help="Accept absolute paths and URLs in the label table (refused as unsafe_path by default)")
 
-    g = parser.add_argument_group("labels") if hasattr(parser, "add_argument_group") else parser
+    g = parser.add_argument_group("labels")
     g.add_argument("--label_from", default="auto", choices=["auto", "folder", "table", "regex", "none"],
                    help="Where labels come from; auto: the table if given, --label_regex if given, else the folder")
     g.add_argument("--label_depth", type=int, default=1,
@@ -62,7 +62,7 @@ def add_convert_args(parser) -> None:
     g.add_argument("--label_offset", type=int, default=0,
                    help="Added to every class id (1 leaves 0 for a background class)")
 
-    g = parser.add_argument_group("splits, shuffle and shards") if hasattr(parser, "add_argument_group") else parser
+    g = parser.add_argument_group("splits, shuffle and shards")
     g.add_argument("--split", default="auto",
                    help="auto (a 'split' table column, or split folders train/validation/test/... at the top of "
                         "the tree, else everything in 'train'), folders, column, a single split name, or ratios "
@@ -82,7 +82,7 @@ def add_convert_args(parser) -> None:
                    help="Keep only the first N records of each split in shuffle order, before validation "
                         "(a quick trial run); 0: all")
 
-    g = parser.add_argument_group("images and examples") if hasattr(parser, "add_argument_group") else parser
+    g = parser.add_argument_group("images and examples")
     g.add_argument("--validate", default="full", choices=["full", "header"],
                    help="full: check structure and decode every image (at 1/8 scale for JPEG); header: structure "
                         "checks only (end markers, chunk CRCs), faster, misses corrupt pixel data")
@@ -103,7 +103,7 @@ def add_convert_args(parser) -> None:
                    help="Rename Example keys: 'image/encoded=image_raw,image/class/label=label'; an empty new "
                         "name drops the feature")
 
-    g = parser.add_argument_group("output") if hasattr(parser, "add_argument_group") else parser
+    g = parser.add_argument_group("output")
     g.add_argument("--output", default="", help="Output folder (local or gs://) for shards and manifest")
     g.add_argument("--overwrite", action="store_true", default=False,
                    help="Replace a dataset already in --output (its stale shards are removed)")
