@@ -16,7 +16,7 @@ import uuid
 from typing import Optional
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, TestOptions
 
 from pipelines import __version__, output_guard, runner as runners
 from pipelines.config import ConvertConfig
@@ -119,7 +119,8 @@ def run(argv: Optional[list] = None, prog: str = "python -m pipelines.convert") 
         progress_mode = options.view_as(ConvertOptions).progress
         cfg = build_config(options.view_as(ConvertOptions), run_id, progress=local and progress_mode != "off")
         runner = runners.choose_runner(options, argv)
-        output_guard.acquire_lock(cfg.output.lock_dir, run_id)
+        convert_opts = options.view_as(ConvertOptions)
+        output_guard.acquire_lock(cfg.output.lock_dir, run_id, convert_opts.lock_ttl_hours, convert_opts.break_lock)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -131,7 +132,6 @@ def run(argv: Optional[list] = None, prog: str = "python -m pipelines.convert") 
         print(f"error: {e}", file=sys.stderr)
         return 2
     started = time.time()
-    convert_opts = options.view_as(ConvertOptions)
     dry_run = bool(options.view_as(TestOptions).dry_run)
     with tempfile.TemporaryDirectory(prefix="tfrecords-progress-") as progress_dir:
         try:
@@ -155,6 +155,10 @@ def run(argv: Optional[list] = None, prog: str = "python -m pipelines.convert") 
             print(f"error: {msg}", file=sys.stderr)
             return 1
     if not local:
+        if options.view_as(GoogleCloudOptions).template_location:
+            print(f"job description written to {options.view_as(GoogleCloudOptions).template_location} for the "
+                  "template launcher; the job's last step publishes the output")
+            return 0
         state = getattr(result, "state", "")
         print(f"job {'submitted' if convert_opts.detach else 'finished'} ({state}); output {cfg.output.output}, "
               f"complete when {layout.MANIFEST} appears")

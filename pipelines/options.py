@@ -119,6 +119,11 @@ def add_convert_args(parser) -> None:
     g.add_argument("--republish_unchanged", action="store_true", default=False,
                    help="With --versioned: publish a new version even when inputs and options are unchanged "
                         "since LATEST (its shards are then identical)")
+    g.add_argument("--lock_ttl_hours", type=float, default=48.0,
+                   help="A lock on --output older than this is taken over (a run that died without releasing it, "
+                        "e.g. a failed Dataflow job); a lock of a dead process on this machine is taken over at once")
+    g.add_argument("--break_lock", action="store_true", default=False,
+                   help="Take over the lock on --output whoever holds it (when you know that run is gone)")
     g.add_argument("--detach", action="store_true", default=False,
                    help="With a remote runner (Dataflow): return once the job is submitted instead of waiting for "
                         "it; the job's last step publishes the output and releases the lock")

@@ -5,6 +5,7 @@ import datetime
 import json
 import os
 import socket
+import sys
 
 from pipelines.parse import UsageError
 from transforms import fsutil, layout
@@ -27,43 +28,56 @@ def check_output(output: str, inputs_root: str, overwrite: bool) -> None:
                          "Pass --overwrite to replace it, or choose another folder")
 
 
-def _lock_body(run_id: str) -> bytes:
+def _lock_body(run_id: str, ttl_hours: float) -> bytes:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    expires = now + datetime.timedelta(hours=ttl_hours)
     return json.dumps({"run_id": run_id, "host": socket.gethostname(), "pid": os.getpid(),
-                       "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-                      ).encode()
+                       "started": now.isoformat(timespec="seconds"),
+                       "expires": expires.isoformat(timespec="seconds")}).encode()
 
 
-def _stale(held: dict) -> bool:
-    """A lock left by a dead process on this machine (e.g. a killed run)."""
+def stale_reason(held: dict, now: datetime.datetime = None) -> str:
+    """Why a lock may be taken over ("" if it may not): it expired (a run that
+    died elsewhere, e.g. a failed Dataflow job), or its process on this machine
+    is dead (e.g. a killed local run)."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    try:
+        if datetime.datetime.fromisoformat(held["expires"]) < now:
+            return f"it expired at {held['expires']}"
+    except (KeyError, ValueError, TypeError):
+        pass
     if held.get("host") != socket.gethostname():
-        return False
+        return ""
     try:
         os.kill(int(held.get("pid", -1)), 0)
     except ProcessLookupError:
-        return True
+        return f"its process {held.get('pid')} on this machine is gone"
     except (PermissionError, ValueError, TypeError):
-        return False
-    return False
+        return ""
+    return ""
 
 
-def acquire_lock(output: str, run_id: str) -> None:
+def acquire_lock(output: str, run_id: str, ttl_hours: float = 48.0, break_lock: bool = False) -> None:
     lock = fsutil.join(output, layout.LOCK)
     for _ in range(2):
         try:
-            fsutil.create_only(lock, _lock_body(run_id))
+            fsutil.create_only(lock, _lock_body(run_id, ttl_hours))
             return
         except fsutil.AlreadyExists:
             try:
                 held = json.loads(fsutil.read_bytes(lock))
             except Exception:
                 held = {}
-            if _stale(held):
+            why = "--break_lock was given" if break_lock else stale_reason(held)
+            if why:
+                print(f"taking over the lock of run {held.get('run_id', '?')} (host {held.get('host', '?')}): {why}",
+                      file=sys.stderr)
                 fsutil.delete([lock])
                 continue
             raise UsageError(
                 f"another conversion is writing --output {output!r} (run {held.get('run_id', '?')} on host "
-                f"{held.get('host', '?')}, pid {held.get('pid', '?')}, started {held.get('started', '?')}). "
-                f"If no conversion is running, delete {lock} and retry") from None
+                f"{held.get('host', '?')}, pid {held.get('pid', '?')}, started {held.get('started', '?')}, lock "
+                f"expires {held.get('expires', '?')}). If that run is gone, pass --break_lock (or delete {lock})") from None
     raise UsageError(f"could not take the lock {lock}")
 
 

@@ -139,6 +139,8 @@ def _read_table_head(path: str, fmt: str) -> tuple[list, list]:
 def build_config(o, run_id: str, progress: bool = False) -> ConvertConfig:
     if not o.output:
         raise UsageError("--output is required: the folder (local or gs://) for the shards")
+    if not o.lock_ttl_hours > 0:
+        raise UsageError(f"--lock_ttl_hours {o.lock_ttl_hours} must be positive")
     if bool(o.input) == bool(o.label_table):
         raise UsageError("give exactly one of --input (an image folder tree) or --label_table (a CSV/TSV/JSONL "
                          "label table with --image_root)")

@@ -206,3 +206,39 @@ def test_two_conversions_started_at_once(dataset, tmp_path):
     assert_like_clean(out, clean_shards, clean)
     with open(os.path.join(out, "manifest.json")) as f:
         assert json.load(f)["counts"]["written"] == 120
+
+
+def _plant_lock(out, **fields):
+    os.makedirs(out, exist_ok=True)
+    body = {"run_id": "20260101-000000-dead", "host": "another-host", "pid": 1, "started": "2026-01-01T00:00:00+00:00",
+            "expires": "2999-01-01T00:00:00+00:00"}
+    body.update(fields)
+    with open(os.path.join(out, ".tfrecords.lock"), "w") as f:
+        json.dump(body, f)
+
+
+def test_locks_of_runs_gone_elsewhere(tmp_path, capsys):
+    from conftest import make_tree
+    images, out = str(tmp_path / "images"), str(tmp_path / "out")
+    make_tree(images, per_class=1)
+    _plant_lock(out)  # e.g. a Dataflow job that failed without releasing its lock
+    assert convert("--input", images, "--output", out) == 2
+    err = capsys.readouterr().err
+    assert "another conversion is writing" in err and "another-host" in err and "--break_lock" in err
+    assert convert("--input", images, "--output", out, "--break_lock") == 0
+    assert "taking over the lock of run 20260101-000000-dead" in capsys.readouterr().err
+    out2 = str(tmp_path / "out2")
+    _plant_lock(out2, expires="2026-01-02T00:00:00+00:00")
+    assert convert("--input", images, "--output", out2) == 0
+    assert "it expired at 2026-01-02" in capsys.readouterr().err
+
+
+def test_latest_never_moves_back_to_an_older_run(tmp_path):
+    from transforms import layout
+    root = str(tmp_path / "ds")
+    for version, run_id in (("v1", "20261121-010000-aaaa"), ("v2", "20261121-030000-bbbb")):
+        write(os.path.join(root, version, "manifest.json"), json.dumps({"run_id": run_id}).encode())
+    assert layout.publish_latest(root, "v2", "20261121-030000-bbbb")
+    # v1's run started earlier but finished later (say its lock expired while it ran): LATEST stays.
+    assert not layout.publish_latest(root, "v1", "20261121-010000-aaaa")
+    assert open(os.path.join(root, "LATEST")).read() == "v2\n"

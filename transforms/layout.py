@@ -1,6 +1,7 @@
 """Names of what a conversion writes in its output folder."""
 from __future__ import annotations
 
+import json
 import re
 
 from transforms import fsutil
@@ -29,6 +30,16 @@ def failed_rejects_name(run_id: str) -> str:
     return f"failed-{run_id}.{REJECTS}"
 
 
-def publish_latest(root: str, version: str) -> None:
-    """Points LATEST at `version` (an atomic replace of a one-line file)."""
+def publish_latest(root: str, version: str, run_id: str) -> bool:
+    """Points LATEST at `version` (an atomic replace of a one-line file),
+    unless it already names a version of a run that started later (run ids
+    begin with the start time): a slow old run must not move it back."""
+    try:
+        current = fsutil.read_bytes(fsutil.join(root, LATEST)).decode().strip()
+        current_run = json.loads(fsutil.read_bytes(fsutil.join(root, current, MANIFEST))).get("run_id", "")
+    except Exception:  # no LATEST yet, or it names an unreadable version: ours is better
+        current, current_run = "", ""
+    if current and current != version and current_run[:15] > run_id[:15]:  # compare "YYYYmmdd-HHMMSS"
+        return False
     fsutil.write_bytes(fsutil.join(root, LATEST), (version + "\n").encode())
+    return True

@@ -135,7 +135,7 @@ def publish(spec, staging: str, shards: list, rejects: list, stats: dict, label_
     current = _read_json(manifest_path)
     if current and current.get("run_id") == run_id:  # a replay of this step: already published
         if spec.root:
-            layout.publish_latest(spec.root, spec.version)
+            layout.publish_latest(spec.root, spec.version, run_id)
         release_lock(spec.lock_dir, run_id)
         return current
     if spec.previous_fingerprint and not spec.republish and fingerprint == spec.previous_fingerprint:
@@ -180,8 +180,10 @@ def publish(spec, staging: str, shards: list, rejects: list, stats: dict, label_
         fsutil.create_only(manifest_path, body)
     except fsutil.AlreadyExists:
         raise PublishError(f"{manifest_path} appeared while publishing: another run wrote this output") from None
-    if spec.root:  # only now, with the version complete, may training jobs see it
-        layout.publish_latest(spec.root, spec.version)
+    # Only now, with the version complete, may training jobs see it.
+    if spec.root and not layout.publish_latest(spec.root, spec.version, run_id):
+        logging.getLogger(__name__).warning(
+            "version %s is complete, but LATEST names a version of a later run and was left alone", spec.version)
     fsutil.delete_tree(staging)
     release_lock(spec.lock_dir, run_id)
     return manifest
