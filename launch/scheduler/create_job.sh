@@ -12,8 +12,11 @@
 # Each run writes a new version under OUTPUT (versioned=true): OUTPUT/v<UTC time>/, and moves
 # OUTPUT/LATEST to it once its manifest is written; a run whose inputs and options have not
 # changed since LATEST publishes nothing. Class ids carry over from LATEST's version, and new
-# classes get new ids (extend_label_map=true). Runs never overlap: a launch while the previous
+# classes get new ids (extend_label_map=true). Runs do not overlap: a launch while the previous
 # job still holds OUTPUT/.tfrecords.lock fails (and a second job of the same name cannot start).
+# A job that dies without releasing the lock blocks the next runs until the lock expires
+# (lock_ttl_hours=20 in body.json: keep it below the schedule's interval); LATEST never moves
+# back to a version of an earlier-started run, even if an old job finishes late.
 #
 # Required: PROJECT, REGION (the Dataflow region), BUCKET (temp and staging files, and the
 #   template at gs://$BUCKET/templates/tfrecords.json unless TEMPLATE is set), INPUT, OUTPUT,
