@@ -23,7 +23,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q tests
 
 bench: $(STAMP)
-	$(PY) -m bench.run
+	$(PY) -m bench.run $(ARGS)
 
 clean:
 	rm -rf $(VENV) demo build *.egg-info

@@ -1,0 +1,281 @@
+"""Per-image cost of our hot path, measured in one process on one core.
+
+    python -m bench.profile [--data DIR] [--images 1000] [--bench-json FILE]
+
+Loads `--images` files (spread evenly over the tree), then times each step of
+what the converter does per image, each over all the images, `--passes`
+times (the median pass is reported, and the fastest):
+
+  read             open + read the file (warm page cache)
+  header probe     transforms.images.probe_image, --validate header (marker walk to EOI)
+  full validate    probe_image, --validate full (the header checks + a 1/8-scale draft decode)
+  Pillow full decode   Image.open(...).load(): the decode_all_cores reference
+  fingerprint      transforms.records.fingerprint (crc32c of the first and last 4 KB)
+  sha256           hashlib.sha256(data).hexdigest() for image/key/sha256
+  Example build    write_shards.example_features + example_codec.encode_example
+  framing+CRC      tfrecord_io.RecordWriter.write into a null sink: framing, CRC32C and the
+                   shard's running sha256 (of which the CRC32C and that sha256 are shown too)
+  write            the framed record written to 8 files on disk (buffered, closed, no fsync)
+
+The converter's per-image path (from the code of transforms/validate_images.py
+and transforms/write_shards.py), header mode:
+    validate stage: read + header probe + fingerprint
+    write stage:    read again + fingerprint (re-check) + sha256 + Example build + framing+CRC + write
+full mode adds (full validate - header probe). With the bench's results
+(--bench-json, default: the newest complete bench/results/bench-*.json), the
+Beam/runner overhead per image is estimated as
+    ours_<mode> marginal CPU us/image (CPU seconds of the whole process tree, between the
+    two sizes, divided by the extra images) - the sum of the steps above,
+and the start-up CPU as the bench's start-up CPU seconds (CPU at N1 - N1 x marginal).
+Decoding on both cores at once costs more CPU per image than on one (shared caches,
+vCPUs), which this single-process profile does not see; so the profile also prints
+ours_full - validate_all_cores marginal CPU from the bench (both measured on all cores),
+to compare with ours_header's. Import costs of one process (python, apache_beam, our
+converter's imports, tensorflow) are measured as separate processes (peak RSS sampled
+every 25 ms: a process shorter than that shows less).
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import io
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "bench")
+
+
+class _NullSink:
+    def write(self, data) -> int:
+        return len(data)
+
+
+def _time_pass(fn, items) -> float:
+    t = time.perf_counter()
+    for it in items:
+        fn(it)
+    return time.perf_counter() - t
+
+
+def measure(items, passes: int, fn) -> dict:
+    times = [_time_pass(fn, items) for _ in range(passes)]
+    n = len(items)
+    return {"us_median": round(statistics.median(times) / n * 1e6, 1), "us_min": round(min(times) / n * 1e6, 1)}
+
+
+def find_train(data: str) -> str:
+    return os.path.join(data, "train") if os.path.isdir(os.path.join(data, "train")) else data
+
+
+def default_data(images: int) -> str:
+    """The largest cached bench tree, or a generated one."""
+    trees = sorted(glob.glob(os.path.join(BENCH, "data", "size-*", "train")),
+                   key=lambda p: int(os.path.basename(os.path.dirname(p)).split("-")[1]))
+    big = [t for t in trees if int(os.path.basename(os.path.dirname(t)).split("-")[1]) >= images]
+    if big:
+        return big[-1]
+    from bench import dataset
+    return dataset.ensure_size(os.path.join(BENCH, "data"), images, log=lambda m: print(m, file=sys.stderr))["train"]
+
+
+def newest_bench_json() -> str:
+    for path in sorted(glob.glob(os.path.join(BENCH, "results", "bench-*.json")), reverse=True):
+        try:
+            with open(path) as f:
+                if json.load(f).get("complete"):
+                    return path
+        except (OSError, ValueError):
+            continue
+    return ""
+
+
+def import_costs() -> dict:
+    from bench import procmon
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+    out = {}
+    for name, stmt in [("python", "pass"), ("apache_beam", "import apache_beam"),
+                       ("pipelines.convert", "import pipelines.convert"),
+                       ("tensorflow", "import tensorflow")]:
+        runs = [procmon.run_measured([sys.executable, "-c", stmt], cwd=ROOT, env=env) for _ in range(3)]
+        out[name] = {"wall_s": round(statistics.median(r["wall_s"] for r in runs), 2),
+                     "cpu_s": round(statistics.median(r["cpu_s"] for r in runs), 2),
+                     "peak_rss_mb": round(statistics.median(r["peak_rss_mb"] for r in runs))}
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default="", help="an image tree (or a folder holding train/); default: a bench dataset")
+    ap.add_argument("--images", type=int, default=1000)
+    ap.add_argument("--passes", type=int, default=5)
+    ap.add_argument("--bench-json", default="", help="bench results for the overhead estimate (default: newest)")
+    ap.add_argument("--out", default="", help="JSON file (default bench/results/profile-<date>.json)")
+    ap.add_argument("--no-imports", action="store_true", help="skip timing the imports")
+    a = ap.parse_args(argv)
+
+    sys.path.insert(0, ROOT)
+    from PIL import Image
+
+    from bench.baselines import list_images
+    from transforms.example_codec import encode_example
+    from transforms.images import ImagePolicy, Validation, probe_image
+    from transforms.records import Rec, fingerprint
+    from transforms.tfrecord_io import RecordWriter, masked_crc
+    from transforms.validate_images import configure_pillow
+    from transforms.write_shards import example_features
+
+    train = find_train(os.path.abspath(a.data)) if a.data else default_data(a.images)
+    items = list_images(train)
+    step = max(1, len(items) // a.images)
+    items = items[::step][:a.images]
+    paths = [p for p, _, _ in items]
+    datas = []
+    for p in paths:
+        with open(p, "rb") as f:
+            datas.append(f.read())
+    n = len(datas)
+    nbytes = sum(map(len, datas))
+    print(f"{n} images from {train}, mean {nbytes / n / 1e3:.1f} KB; {a.passes} passes per step, one process")
+
+    header_policy, full_policy = ImagePolicy(validation=Validation.HEADER), ImagePolicy()
+    configure_pillow(full_policy)
+    infos = [probe_image(d, header_policy) for d in datas]
+    # what validation records (ImageInfo fields that Rec also has: fmt, height, width, channels, ...)
+    recs = [Rec(rel=os.path.relpath(p, train), path=p, size=len(d), label_text=c, label_id=i, crc=fingerprint(d),
+                **{k: v for k, v in info._asdict().items() if k in Rec._fields})
+            for (p, c, i), d, info in zip(items, datas, infos)]
+    shas = [hashlib.sha256(d).hexdigest() for d in datas]
+    encoded = [encode_example(example_features(r, d, s, "class", {})) for r, d, s in zip(recs, datas, shas)]
+    idx = list(range(n))
+
+    def read(p):
+        with open(p, "rb") as f:
+            return f.read()
+
+    def pil_decode(d):
+        with Image.open(io.BytesIO(d)) as im:
+            im.load()
+
+    def framing(i):
+        RecordWriter(_NullSink()).write(*encoded[i])
+
+    def shard_sha(i):
+        h = hashlib.sha256()
+        for c in encoded[i][0]:
+            h.update(c)
+
+    steps = {}
+    steps["read"] = measure(paths, a.passes, read)
+    steps["header probe"] = measure(datas, a.passes, lambda d: probe_image(d, header_policy))
+    steps["full validate"] = measure(datas, a.passes, lambda d: probe_image(d, full_policy))
+    steps["Pillow full decode"] = measure(datas, a.passes, pil_decode)
+    steps["fingerprint"] = measure(datas, a.passes, fingerprint)
+    steps["sha256"] = measure(datas, a.passes, lambda d: hashlib.sha256(d).hexdigest())
+    steps["Example build"] = measure(idx, a.passes, lambda i: encode_example(
+        example_features(recs[i], datas[i], shas[i], "class", {})))
+    steps["framing+CRC"] = measure(idx, a.passes, framing)
+    steps["  of which CRC32C"] = measure(idx, a.passes, lambda i: masked_crc(encoded[i][0]))
+    steps["  of which shard sha256"] = measure(idx, a.passes, shard_sha)
+
+    # write: the framed bytes of every record into 8 files, as a shard writer does
+    framed = []
+    for chunks, length in encoded:
+        buf = io.BytesIO()
+        RecordWriter(buf).write(chunks, length)
+        framed.append(buf.getvalue())
+    with tempfile.TemporaryDirectory(prefix="bench-profile-", dir=os.path.join(BENCH, "data")
+                                     if os.path.isdir(os.path.join(BENCH, "data")) else None) as tmp:
+        times = []
+        for k in range(a.passes):
+            os.sync()
+            t = time.perf_counter()
+            per = (n + 7) // 8
+            for s in range(8):
+                with open(os.path.join(tmp, f"s{s}-{k}"), "wb") as f:
+                    for rec in framed[s * per:(s + 1) * per]:
+                        f.write(rec)
+            times.append(time.perf_counter() - t)
+            for s in range(8):
+                os.remove(os.path.join(tmp, f"s{s}-{k}"))
+        steps["write"] = {"us_median": round(statistics.median(times) / n * 1e6, 1),
+                          "us_min": round(min(times) / n * 1e6, 1)}
+
+    u = {k: v["us_median"] for k, v in steps.items()}
+    header_path = (2 * u["read"] + u["header probe"] + 2 * u["fingerprint"] + u["sha256"] + u["Example build"]
+                   + u["framing+CRC"] + u["write"])
+    full_path = header_path + u["full validate"] - u["header probe"]
+    paths_us = {"ours_header": round(header_path, 1), "ours_full": round(full_path, 1)}
+
+    print(f"\n{'step':<26} {'us/image':>9} {'(fastest)':>10}")
+    print("-" * 47)
+    for k, v in steps.items():
+        print(f"{k:<26} {v['us_median']:>9,.1f} {'(' + format(v['us_min'], ',.1f') + ')':>10}")
+    print("-" * 47)
+    print(f"{'our path, header mode':<26} {header_path:>9,.1f}   = 2 x read + header probe + 2 x fingerprint + sha256"
+          " + Example build + framing+CRC + write")
+    print(f"{'our path, full mode':<26} {full_path:>9,.1f}   = header path + (full validate - header probe)")
+
+    result = {"data": train, "images": n, "mean_bytes": round(nbytes / n), "passes": a.passes,
+              "steps_us_per_image": steps, "path_us_per_image": paths_us}
+
+    bench_json = a.bench_json or newest_bench_json()
+    if bench_json:
+        with open(bench_json) as f:
+            b = json.load(f)
+        marg = b.get("summary", {}).get("marginal", {})
+        table = b.get("summary", {}).get("table", {})
+        n2 = b.get("summary", {}).get("n2")
+        print(f"\nBeam/runner overhead, from {bench_json}")
+        est = {}
+        for v in ("ours_header", "ours_full"):
+            m = marg.get(v)
+            if not m:
+                continue
+            total = m["cpu_us_per_image"]
+            over = total - paths_us[v]
+            row = table.get(v, {}).get(str(n2), {})
+            est[v] = {"marginal_cpu_us_per_image": total, "hot_path_us_per_image": paths_us[v],
+                      "overhead_us_per_image": round(over, 1),
+                      "overhead_share": round(over / total, 3) if total else None,
+                      "startup_cpu_s": m.get("startup_cpu_s"), "startup_wall_s": m.get("startup_s"),
+                      "cpu_s_at_n2": row.get("cpu_s_median"), "n2": n2}
+            print(f"  {v:<12} marginal CPU {total:,.0f} us/image (whole tree) - hot path {paths_us[v]:,.0f} us"
+                  f" = {over:,.0f} us/image outside the measured steps ({over / total * 100:.0f}%); "
+                  f"start-up {m.get('startup_cpu_s')} CPU s, {m.get('startup_s')} s wall")
+        # Cross-check within the bench itself (both cores busy in both runs, so the slowdown of
+        # running two decoders side by side cancels): full mode minus decoding alone, vs header mode.
+        fm, vm, hm = marg.get("ours_full"), marg.get("validate_all_cores"), marg.get("ours_header")
+        if fm and vm and hm:
+            extra = fm["cpu_us_per_image"] - vm["cpu_us_per_image"]
+            est["full_minus_validate_all_cores_us_per_image"] = round(extra, 1)
+            print(f"  cross-check: ours_full - validate_all_cores marginal CPU = {extra:,.0f} us/image "
+                  f"(ours_header: {hm['cpu_us_per_image']:,.0f} us/image); single-core full validate here "
+                  f"{u['full validate']:,.0f} us vs validate_all_cores {vm['cpu_us_per_image']:,.0f} us/image "
+                  f"on all cores (read included)")
+        result["overhead"] = {"bench_json": bench_json, **est}
+    else:
+        print("\n(no complete bench results found: run python -m bench.run for the overhead estimate)")
+
+    if not a.no_imports:
+        imps = import_costs()
+        result["imports"] = imps
+        print("\nimport cost, one process (median of 3)")
+        for k, v in imps.items():
+            print(f"  {k:<20} {v['wall_s']:5.2f} s wall  {v['cpu_s']:5.2f} CPU s  {v['peak_rss_mb']:5.0f} MB RSS")
+
+    out = a.out or os.path.join(BENCH, "results", f"profile-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"\nresults: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
