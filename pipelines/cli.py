@@ -1,6 +1,7 @@
 """The `tfrecords` command: convert, verify, inspect, demo."""
 from __future__ import annotations
 
+import os
 import sys
 
 USAGE = """usage: tfrecords COMMAND [options]
@@ -13,6 +14,16 @@ commands:
 """
 
 
+def exit_now(code: int) -> None:
+    """Ends the command without Python's shutdown, which takes ~0.3 s with Beam
+    and gRPC loaded and does nothing we need: every file is closed by now."""
+    import logging
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main(argv=None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -20,8 +31,10 @@ def main(argv=None) -> None:
         sys.exit(0 if argv else 2)
     cmd, rest = argv[0], argv[1:]
     if cmd == "convert":
+        from pipelines import local_worker
+        local_worker.prestart(rest)  # the workers' zygote imports while we import Beam
         from pipelines.convert import run
-        sys.exit(run(rest, prog="tfrecords convert"))
+        exit_now(run(rest, prog="tfrecords convert"))
     if cmd == "verify":
         from pipelines.verify import main as verify
         sys.exit(verify(rest))

@@ -7,6 +7,12 @@ The pipeline, one stage per step (element shapes in the comments):
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # start the workers' zygote while Beam is imported below
+    import sys as _sys
+
+    from pipelines import local_worker as _local_worker
+    _local_worker.prestart(_sys.argv[1:])
+
 import logging
 import os
 import sys
@@ -16,9 +22,9 @@ import uuid
 from typing import Optional
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, TestOptions
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, TestOptions, TypeOptions
 
-from pipelines import __version__, output_guard, runner as runners
+from pipelines import __version__, local_worker, output_guard, runner as runners
 from pipelines.config import ConvertConfig
 from pipelines.options import ConvertOptions, help_parser
 from pipelines.parse import UsageError, build_config
@@ -62,9 +68,10 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "")
     written = planned["shards"] | "WriteShards" >> WriteShards(
         staging, cfg.shards.compression, cfg.images, dict(out.feature_keys), labeled["label_map"], progress_dir)
     # ShardResult(name, temp path, records, bytes, sha256)
-    rejects = ((listed[REJECTS], labeled[REJECTS], split[REJECTS], valid[REJECTS], written[REJECTS])
+    rejects = ([pc for pc in (listed.get(REJECTS), labeled[REJECTS], split[REJECTS], valid[REJECTS],
+                              written[REJECTS]) if pc is not None]
                | "AllRejects" >> beam.Flatten())
-    stats = (listed[STATS], split[STATS]) | "AllStats" >> beam.Flatten()
+    stats = [pc for pc in (listed[STATS], split.get(STATS)) if pc is not None] | "AllStats" >> beam.Flatten()
     ({"shards": written["shards"], "rejects": rejects, "stats": stats,
       "label_map": labeled["label_map"], "plans": planned["plans"], "fingerprint": fp}
      | "Publish" >> Publish(spec=out, staging=staging, options=cfg.describe(),
@@ -101,6 +108,8 @@ def _quiet_beam_logs() -> None:
     # Local workers relay their start-up chatter at WARNING; keep errors only.
     logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
     logging.getLogger("apache_beam.options.pipeline_options").setLevel(logging.ERROR)
+    # We run subprocess workers in Beam's in_memory mode (pipelines/runner.py); its warning about that is moot.
+    logging.getLogger("apache_beam.runners.portability.fn_api_runner.fn_runner").setLevel(logging.ERROR)
     for name in ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker",
                  "apache_beam.runners.portability.local_job_service"):
         logging.getLogger(name).addFilter(_OwnErrorsFilter())
@@ -108,6 +117,13 @@ def _quiet_beam_logs() -> None:
 
 def run(argv: Optional[list] = None, prog: str = "python -m pipelines.convert") -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(argv, prog)
+    finally:
+        local_worker.stop_zygote()
+
+
+def _run(argv: list, prog: str) -> int:
     _quiet_beam_logs()
     if "-h" in argv or "--help" in argv:
         help_parser(prog).print_help()
@@ -135,6 +151,9 @@ def run(argv: Optional[list] = None, prog: str = "python -m pipelines.convert") 
     dry_run = bool(options.view_as(TestOptions).dry_run)
     with tempfile.TemporaryDirectory(prefix="tfrecords-progress-") as progress_dir:
         try:
+            # Our transforms declare no element types; Beam's construction-time
+            # type inference would only cost time.
+            options.view_as(TypeOptions).pipeline_type_check = False
             p = beam.Pipeline(runner=runner, options=options)
             build_pipeline(p, cfg, progress_dir if cfg.output.progress else "")
             with ProgressLine(progress_dir if cfg.output.progress else "", progress_mode):
@@ -177,7 +196,8 @@ def run(argv: Optional[list] = None, prog: str = "python -m pipelines.convert") 
 
 
 def main() -> None:
-    sys.exit(run())
+    from pipelines.cli import exit_now
+    exit_now(run())
 
 
 if __name__ == "__main__":

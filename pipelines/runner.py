@@ -13,6 +13,7 @@ import os
 
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
+from pipelines import local_worker
 from pipelines.parse import UsageError
 
 LOCAL_NAMES = {"", "directrunner", "direct", "fnapirunner", "switchingdirectrunner"}
@@ -46,4 +47,13 @@ def choose_runner(options: PipelineOptions, argv: list):
     direct.direct_num_workers = workers
     std.runner = None
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    if direct.direct_running_mode == "multi_processing" and local_worker.available():
+        # The same multi-process run, with workers forked from a warm zygote
+        # (pipelines/local_worker.py). Beam keeps a given environment only in
+        # in_memory mode; num_workers still sets how many workers it starts.
+        from apache_beam.transforms import environments
+        local_worker.start_zygote()
+        direct.direct_running_mode = "in_memory"
+        return FnApiRunner(default_environment=environments.SubprocessSDKEnvironment.from_command_string(
+            local_worker.worker_command()))
     return FnApiRunner()

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import ROOT, convert, image_bytes, manifest, shard_files, write
 from pipelines.verify import verify_output
+from transforms.records import unpack
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +64,11 @@ def test_first_attempts_failing_midway_then_retried(dataset, tmp_path, monkeypat
 
     def retried(original, should_fail, inject):
         def process(self, element, *side):
-            element = (element[0], [list(g) for g in element[1]]) if isinstance(element, tuple) else element
-            key = repr(element[0]) if isinstance(element, tuple) else repr([r.rel for r in element][:1])
+            if isinstance(element, tuple):  # a shard: (key, packed batches), materialised for the retry
+                element = (element[0], list(element[1]))
+                key = repr(element[0])
+            else:  # a packed validation batch
+                key = repr([r.rel for r in unpack(element)][:1])
             if should_fail(element) and key not in failed:
                 failed.add(key)
                 with inject():
@@ -94,7 +98,7 @@ def test_first_attempts_failing_midway_then_retried(dataset, tmp_path, monkeypat
         write_shards._WriteShardFn.process, lambda e: e[0][1] % 2 == 0,
         lambda: injected(write_shards, "read_checked", 3)))
     monkeypatch.setattr(validate_images._ValidateFn, "process", retried(
-        validate_images._ValidateFn.process, lambda b: len(b) > 2,
+        validate_images._ValidateFn.process, lambda b: len(unpack(b)) > 2,
         lambda: injected(validate_images, "validate_record", 2)))
     original_publish = publish_mod.publish
 

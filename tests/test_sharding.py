@@ -12,7 +12,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from pipelines.config import ShardSpec, SplitSource, SplitSpec
 from transforms import sharding
 from transforms.plan_shards import PlanShards
-from transforms.records import Batch, Rec, Reject
+from transforms.records import Batch, Rec, Reject, unpack
 from transforms.split import assign_split, ratio_split
 
 
@@ -84,7 +84,7 @@ def test_plan_shards_stage_orders_by_key_whatever_the_input_order():
 
     def flatten(element):
         (split, index, num), groups = element
-        items = sorted((it for g in groups for it in g), key=lambda it: it[0])
+        items = sorted((it for g in groups for it in unpack(g)), key=lambda it: it[0])
         return [(split, index, num, [r.rel for _, r in items])]
 
     with TestPipeline(runner=FnApiRunner()) as p:  # never the Prism download

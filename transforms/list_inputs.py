@@ -2,7 +2,8 @@
 
 Output (a tagged tuple):
   records  [Rec, ...]     batches of listed records (rel, path, size, raw label/split/extras)
-  rejects  [Reject, ...]  rows refused already (unsafe paths, duplicates, ids matching no file)
+  rejects  [Reject, ...]  rows refused already (unsafe paths, duplicates, ids matching no file);
+                          label tables only
   stats    (name, count)  "listed" and the excluded counts by reason
   fingerprint (unit, hex) the listing's digests (transforms/fingerprint.py)
 """
@@ -144,8 +145,7 @@ class ListInputs(beam.PTransform):
         spec = self._spec
         if spec.kind is InputKind.FOLDER:
             walk = self._walk(pbegin, spec.root, "Tree")
-            return {RECORDS: walk[RECORDS], STATS: walk[STATS], FINGERPRINT: walk[FINGERPRINT],
-                    REJECTS: pbegin | "NoRejects" >> beam.Create([])}
+            return {RECORDS: walk[RECORDS], STATS: walk[STATS], FINGERPRINT: walk[FINGERPRINT]}
         read = (pbegin | "Table" >> beam.Create([spec.table])
                 | "ReadTable" >> beam.ParDo(_ReadTableFn(spec)).with_outputs(REJECTS, STATS, FINGERPRINT,
                                                                               main=RECORDS))

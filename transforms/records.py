@@ -7,6 +7,7 @@ read in the step that writes each shard, never shuffled through the runner.
 from __future__ import annotations
 
 import enum
+import pickle
 from typing import NamedTuple, Optional
 
 import google_crc32c
@@ -36,6 +37,17 @@ class Reason(str, enum.Enum):
 class Batch(list):
     """A batch of records. Beam's coder pickles a list subclass in one call,
     about twice as fast as element by element for a plain list."""
+
+
+def pack(items: list) -> bytes:
+    """A batch as opaque bytes for a shuffle. The local runner holds every
+    grouped value in memory, decoded; as bytes a record costs ~150 bytes
+    there instead of ~1 KB of Python objects, and is decoded once, not twice."""
+    return pickle.dumps(list(items), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack(data: bytes) -> Batch:
+    return Batch(pickle.loads(data))
 
 
 def fingerprint(data: bytes) -> int:

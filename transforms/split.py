@@ -6,7 +6,7 @@ when the dataset grows (as TFX's example_gen does).
 
 Input:  [Rec, ...] batches
 Output: records [Rec, ...] with split and key; rejects [Reject, ...] (bad_split);
-        stats ("not_selected", n) when capped
+        stats ("not_selected", n), only when capped
 """
 from __future__ import annotations
 
@@ -78,14 +78,14 @@ class Split(beam.PTransform):
 
     def expand(self, batches):
         out = batches | "Assign" >> beam.ParDo(_SplitFn(self._spec, self._seed)).with_outputs(REJECTS, main=RECORDS)
-        records, stats = out[RECORDS], batches.pipeline | "NoStats" >> beam.Create([])
+        result = {RECORDS: out[RECORDS], REJECTS: out[REJECTS]}
         if self._cap:
             # The cap-th smallest (key, rel) of each split: a combine of size cap.
-            thresholds = (records
+            thresholds = (out[RECORDS]
                           | "Keys" >> beam.FlatMap(lambda b: [(r.split, (r.key, r.rel)) for r in b])
                           | "SmallestKeys" >> beam.combiners.Top.SmallestPerKey(self._cap)
                           | "Threshold" >> beam.MapTuple(lambda split, keys: (split, max(keys))))
-            capped = records | "Cap" >> beam.FlatMap(
+            capped = out[RECORDS] | "Cap" >> beam.FlatMap(
                 _keep_selected, beam.pvalue.AsDict(thresholds)).with_outputs(STATS, main=RECORDS)
-            records, stats = capped[RECORDS], capped[STATS]
-        return {RECORDS: records, REJECTS: out[REJECTS], STATS: stats}
+            result.update({RECORDS: capped[RECORDS], STATS: capped[STATS]})
+        return result

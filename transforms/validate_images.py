@@ -22,7 +22,7 @@ from transforms import fsutil
 from transforms.images import BadImage, ImagePolicy, probe_image
 from transforms.list_inputs import RECORDS, REJECTS
 from transforms.progress import Progress
-from transforms.records import Batch, Reason, Rec, Reject, fingerprint, reject
+from transforms.records import Batch, Reason, Rec, Reject, fingerprint, pack, reject, unpack
 
 
 def _read(rec: Rec) -> tuple[bytes, str]:
@@ -79,10 +79,10 @@ class _ValidateFn(beam.DoFn):
         configure_pillow(self._policy)
         self._progress = Progress(self._progress_dir, "validate")
 
-    def process(self, batch):
+    def process(self, packed: bytes):
         good, bad = Batch(), Batch()
         nbytes = 0
-        for rec in batch:
+        for rec in unpack(packed):
             out = validate_record(rec, self._policy)
             if isinstance(out, Rec):
                 good.append(out)
@@ -110,6 +110,7 @@ class ValidateImages(beam.PTransform):
 
     def expand(self, batches):
         return (batches
+                | "Pack" >> beam.Map(pack)
                 | "Spread" >> beam.Reshuffle()
                 | "Validate" >> beam.ParDo(_ValidateFn(self._policy, self._progress_dir))
                 .with_outputs(REJECTS, main=RECORDS))

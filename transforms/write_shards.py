@@ -7,7 +7,7 @@ unique temporary name; only the publish step gives it its final name, so a
 retried or replayed bundle rewrites instead of duplicating, and nothing
 partial is ever visible under a final name.
 
-Input:  ((split, index, num_shards), [[(position, Rec), ...], ...])
+Input:  ((split, index, num_shards), [packed [(position, Rec), ...], ...])
 Output: ShardResult; rejects [Reject] (`changed`: the file changed since it was validated)
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ from transforms.example_codec import BYTES, FLOAT, INT64, encode_example
 from transforms.images import ImagePolicy, reencode_image
 from transforms.list_inputs import REJECTS
 from transforms.progress import Progress
-from transforms.records import Batch, Reason, Rec, ShardResult, fingerprint, reject
+from transforms.records import Batch, Reason, Rec, ShardResult, fingerprint, reject, unpack
 from transforms.sharding import shard_name
 from transforms.tfrecord_io import Compression, RecordWriter
 
@@ -92,7 +92,7 @@ class _WriteShardFn(beam.DoFn):
 
     def process(self, element, label_map):
         (split, index, num_shards), groups = element
-        items = sorted((it for g in groups for it in g), key=operator.itemgetter(0))
+        items = sorted((it for g in groups for it in unpack(g)), key=operator.itemgetter(0))
         name = shard_name(split, index, num_shards, self._compression.suffix)
         temp = fsutil.join(self._staging, f"{name}.{uuid.uuid4().hex}")
         label_counts = collections.Counter()

@@ -1,0 +1,237 @@
+"""Fast-starting worker processes for local multi-process runs (Linux).
+
+Beam's local runner starts each worker as a new Python process once the
+pipeline is built; each imports Beam (~1.1 s, the two in parallel on two
+cores), and at the end the runner waits for each to finish Python's shutdown
+(~0.4 s). Instead, a zygote process is started as the command begins: it
+imports the worker code while the main process imports Beam and builds the
+pipeline. Each worker is then a fork of the zygote, ready at once, that leaves
+with os._exit when its work is done.
+
+The worker command Beam runs, `python -m pipelines.local_worker`, is a small
+client: it hands its environment (the runner's addresses, the pipeline options)
+to the zygote and waits for its worker's exit status. With no zygote it runs
+the worker itself, as Beam's own command would. Forking is safe here because
+the zygote has imported modules only: no thread, channel or server exists
+before the fork (tests/test_local_worker.py checks that).
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Optional
+
+ENV = "TFRECORDS_WORKER_ZYGOTE"
+_CONNECT_SECONDS = 60.0
+_zygote: Optional[subprocess.Popen] = None
+_zygote_dir = ""
+
+
+def _send(sock: socket.socket, obj) -> None:
+    data = json.dumps(obj).encode()
+    sock.sendall(struct.pack(">I", len(data)) + data)
+
+
+def _recv(sock: socket.socket):
+    head = b""
+    while len(head) < 4:
+        chunk = sock.recv(4 - len(head))
+        if not chunk:
+            return None
+        head += chunk
+    (n,) = struct.unpack(">I", head)
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return json.loads(data)
+
+
+def worker_command() -> str:
+    return f"{sys.executable} -m pipelines.local_worker"
+
+
+def available() -> bool:
+    """Linux only (fork after imports); TFRECORDS_FORK_WORKERS=0 turns it off,
+    leaving Beam's own worker processes."""
+    return (sys.platform.startswith("linux") and hasattr(os, "fork")
+            and os.environ.get("TFRECORDS_FORK_WORKERS", "1") != "0")
+
+
+def start_zygote() -> None:
+    """Starts the zygote (once) and points worker commands at it."""
+    global _zygote, _zygote_dir
+    if _zygote is not None or not available():
+        return
+    _zygote_dir = tempfile.mkdtemp(prefix="tfrecords-workers-")
+    path = os.path.join(_zygote_dir, "zygote.sock")
+    _zygote = subprocess.Popen([sys.executable, "-m", "pipelines.local_worker", "--zygote", path, str(os.getpid())],
+                               stdin=subprocess.DEVNULL)
+    os.environ[ENV] = path
+
+
+def stop_zygote() -> None:
+    global _zygote, _zygote_dir
+    os.environ.pop(ENV, None)
+    if _zygote is not None:
+        _zygote.kill()  # it holds no state; a polite exit would spend ~0.4 s in Python's shutdown
+        _zygote.wait()
+        _zygote = None
+    if _zygote_dir:
+        import shutil
+        shutil.rmtree(_zygote_dir, ignore_errors=True)
+        _zygote_dir = ""
+
+
+def prestart(argv: list) -> None:
+    """Starts the zygote early, before Beam is imported, when the arguments
+    say the run will be local and multi-process."""
+    def value(flag):
+        for i, a in enumerate(argv):
+            if a == flag and i + 1 < len(argv):
+                return argv[i + 1]
+            if a.startswith(flag + "="):
+                return a.split("=", 1)[1]
+        return None
+    runner = (value("--runner") or "").lower()
+    if runner not in ("", "directrunner", "direct", "fnapirunner"):
+        return
+    if value("--direct_running_mode") == "in_memory" or value("--direct_num_workers") == "1":
+        return
+    if (os.cpu_count() or 1) < 2 and value("--direct_num_workers") is None:
+        return
+    start_zygote()
+
+
+def run_worker() -> None:
+    """Runs Beam's SDK worker in this process, then leaves without Python's
+    shutdown (the runner has everything it needs once the worker returns)."""
+    code = 0
+    try:
+        from apache_beam.runners.worker import sdk_worker_main
+        sdk_worker_main.main(sys.argv)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 0
+    except BaseException:  # pylint: disable=broad-except
+        import traceback
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def client_main() -> None:
+    path = os.environ.get(ENV)
+    if path:
+        deadline = time.monotonic() + _CONNECT_SECONDS
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(path)
+                break
+            except OSError:
+                sock.close()
+                if time.monotonic() > deadline:
+                    sock = None
+                    break
+                time.sleep(0.02)  # the zygote is still importing
+        if sock is not None:
+            _send(sock, {"env": dict(os.environ), "cwd": os.getcwd()})
+            reply = _recv(sock)
+            sys.exit(1 if reply is None else reply["exit"])
+    run_worker()
+
+
+def _child(conn: socket.socket, request: dict) -> None:
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.environ.pop(ENV, None)
+    try:
+        os.chdir(request["cwd"])
+    except OSError:
+        pass
+    conn.close()
+    sys.argv = ["sdk_worker_main"]
+    run_worker()
+
+
+def preload() -> None:
+    """Everything a worker needs, imported once, before any fork."""
+    import apache_beam.runners.worker.sdk_worker_main  # noqa: F401
+    import transforms.assign_labels  # noqa: F401
+    import transforms.list_inputs  # noqa: F401
+    import transforms.plan_shards  # noqa: F401
+    import transforms.publish  # noqa: F401
+    import transforms.split  # noqa: F401
+    import transforms.validate_images  # noqa: F401
+    import transforms.write_shards  # noqa: F401
+
+
+def zygote_main(path: str, parent: int) -> None:
+    preload()
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(64)
+    children: dict = {}  # pid -> client connection
+    try:
+        while os.getppid() == parent:
+            ready, _, _ = select.select([server, *children.values()], [], [], 0.2)
+            for sock in ready:
+                if sock is server:
+                    conn, _ = server.accept()
+                    request = _recv(conn)
+                    if request is None:
+                        conn.close()
+                        continue
+                    pid = os.fork()
+                    if pid == 0:
+                        server.close()
+                        for other in children.values():
+                            other.close()
+                        _child(conn, request)
+                    children[pid] = conn
+                else:  # a client went away (killed): its worker goes too
+                    for pid, conn in list(children.items()):
+                        if conn is sock:
+                            _kill(pid)
+            while children:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+                if pid == 0:
+                    break
+                conn = children.pop(pid, None)
+                if conn is not None:
+                    try:
+                        _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
+                    except OSError:
+                        pass
+                    conn.close()
+    finally:
+        for pid in children:
+            _kill(pid)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 4 and sys.argv[1] == "--zygote":
+        zygote_main(sys.argv[2], int(sys.argv[3]))
+    else:
+        client_main()

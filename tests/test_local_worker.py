@@ -1,0 +1,66 @@
+"""Local workers forked from a warm zygote (pipelines/local_worker.py): the
+same shards as Beam's own worker processes, safe to fork, and no process left
+behind when the command dies."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from conftest import ROOT, convert, image_bytes, shard_files, write
+
+
+def test_nothing_started_before_the_fork():
+    code = ("import threading; from pipelines import local_worker as w; w.preload(); "
+            "print(threading.active_count())")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "1", out.stderr  # only the main thread: forking is safe
+
+
+def test_local_runner_uses_forked_workers():
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from pipelines import local_worker, runner
+    try:
+        r = runner.choose_runner(PipelineOptions(["--direct_num_workers", "2"]), ["--direct_num_workers", "2"])
+        assert local_worker.worker_command() in r._default_environment.command_string
+        assert os.environ[local_worker.ENV]  # the zygote's socket, inherited by the worker commands
+    finally:
+        local_worker.stop_zygote()
+    assert local_worker.ENV not in os.environ
+
+
+def test_same_shards_as_beams_own_workers(tmp_path, monkeypatch):
+    root = str(tmp_path / "images")
+    for c in range(3):
+        for k in range(10):
+            write(os.path.join(root, f"c{c}", f"{k}.jpg"), image_bytes(seed=c * 10 + k))
+    results = {}
+    for name, fork in (("forked", "1"), ("beam", "0")):
+        monkeypatch.setenv("TFRECORDS_FORK_WORKERS", fork)
+        out = str(tmp_path / name)
+        assert convert("--input", root, "--output", out, "--num_shards", "3", "--direct_num_workers", "2",
+                       in_memory=False) == 0
+        results[name] = [open(f, "rb").read() for f in shard_files(out)]
+    assert results["forked"] == results["beam"] and len(results["beam"]) == 3
+
+
+def test_the_zygote_goes_when_the_command_dies():
+    code = ("import time; from pipelines import local_worker as w; w.start_zygote(); "
+            "print(w._zygote.pid, flush=True); time.sleep(120)")
+    parent = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    zygote = int(parent.stdout.readline())
+    time.sleep(2)  # let it import and serve
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            os.kill(zygote, 0)
+        except ProcessLookupError:
+            return
+        try:  # reap it if it became our zombie
+            os.waitpid(zygote, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("the zygote outlived its command")
