@@ -22,7 +22,8 @@ import uuid
 from typing import Optional
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, TestOptions, TypeOptions
+from apache_beam.options.pipeline_options import (GoogleCloudOptions, PipelineOptions, StandardOptions, TestOptions,
+                                                      TypeOptions)
 
 from pipelines import __version__, local_worker, output_guard, runner as runners
 from pipelines.config import ConvertConfig
@@ -128,71 +129,85 @@ def _run(argv: list, prog: str) -> int:
     if "-h" in argv or "--help" in argv:
         help_parser(prog).print_help()
         return 0
-    options = PipelineOptions(argv)
-    run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:8]
     try:
-        local = runners.is_local(options)
-        progress_mode = options.view_as(ConvertOptions).progress
-        cfg = build_config(options.view_as(ConvertOptions), run_id, progress=local and progress_mode != "off")
-        runner = runners.choose_runner(options, argv)
-        convert_opts = options.view_as(ConvertOptions)
-        output_guard.acquire_lock(cfg.output.lock_dir, run_id, convert_opts.lock_ttl_hours, convert_opts.break_lock)
+        options, cfg, runner = _prepare(argv)
     except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    try:
-        output_guard.check_output(cfg.output.output, cfg.inputs.root, cfg.output.overwrite)
-        output_guard.remove_leftover_staging(cfg.output.output, run_id)
-    except UsageError as e:
-        release_lock(cfg.output.lock_dir, run_id)
         print(f"error: {e}", file=sys.stderr)
         return 2
     started = time.time()
-    dry_run = bool(options.view_as(TestOptions).dry_run)
-    with tempfile.TemporaryDirectory(prefix="tfrecords-progress-") as progress_dir:
-        try:
-            # Our transforms declare no element types; Beam's construction-time
-            # type inference would only cost time.
-            options.view_as(TypeOptions).pipeline_type_check = False
-            p = beam.Pipeline(runner=runner, options=options)
-            build_pipeline(p, cfg, progress_dir if cfg.output.progress else "")
-            with ProgressLine(progress_dir if cfg.output.progress else "", progress_mode):
-                result = p.run()
-                if dry_run:
-                    release_lock(cfg.output.lock_dir, run_id)
-                    print(f"dry run: the {type(runner).__name__ if not isinstance(runner, str) else runner} job "
-                          "was built and not submitted")
-                    return 0
-                if local or not convert_opts.detach:
-                    result.wait_until_finish()
-        except (Exception, KeyboardInterrupt) as e:
-            release_lock(cfg.output.lock_dir, run_id)
-            fsutil.delete_tree(layout.staging_dir(cfg.output.output, run_id))
-            msg = _error_message(e)
-            if msg is None:
-                raise
-            print(f"error: {msg}", file=sys.stderr)
-            return 1
-    if not local:
-        if options.view_as(GoogleCloudOptions).template_location:
-            print(f"job description written to {options.view_as(GoogleCloudOptions).template_location} for the "
-                  "template launcher; the job's last step publishes the output")
-            return 0
-        state = getattr(result, "state", "")
-        print(f"job {'submitted' if convert_opts.detach else 'finished'} ({state}); output {cfg.output.output}, "
-              f"complete when {layout.MANIFEST} appears")
-        return 0
-    if cfg.output.root and not fsutil.exists(fsutil.join(cfg.output.output, layout.MANIFEST)):
-        if fsutil.is_local(cfg.output.output) and os.path.isdir(cfg.output.output) \
-                and not os.listdir(cfg.output.output):
-            os.rmdir(cfg.output.output)
-        print(f"unchanged: inputs and options are the same as version {cfg.output.previous_version}; nothing "
-              f"published, {fsutil.join(cfg.output.root, layout.LATEST)} still names {cfg.output.previous_version}")
-        return 0
-    print_summary(cfg.output.output, time.time() - started)
-    if cfg.output.root:
-        print(f"published version {cfg.output.version}: {fsutil.join(cfg.output.root, layout.LATEST)} now names it")
+    try:
+        outcome = _execute(options, cfg, runner)
+    except (Exception, KeyboardInterrupt) as e:
+        release_lock(cfg.output.lock_dir, cfg.output.run_id)
+        fsutil.delete_tree(layout.staging_dir(cfg.output.output, cfg.output.run_id))
+        msg = _error_message(e)
+        if msg is None:
+            raise
+        print(f"error: {msg}", file=sys.stderr)
+        return 1
+    _report(options, cfg, runner, outcome, time.time() - started)
     return 0
+
+
+def _prepare(argv: list) -> tuple:
+    """(options, config, runner), with the output checked and locked; raises
+    UsageError before anything is submitted."""
+    options = PipelineOptions(argv)
+    opts = options.view_as(ConvertOptions)
+    run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:8]
+    cfg = build_config(opts, run_id, progress=runners.is_local(options) and opts.progress != "off")
+    runner = runners.choose_runner(options, argv)
+    output_guard.acquire_lock(cfg.output.lock_dir, run_id, opts.lock_ttl_hours, opts.break_lock)
+    try:
+        output_guard.check_output(cfg.output.output, cfg.inputs.root, cfg.output.overwrite)
+        output_guard.remove_leftover_staging(cfg.output.output, run_id)
+    except UsageError:
+        release_lock(cfg.output.lock_dir, run_id)
+        raise
+    return options, cfg, runner
+
+
+def _execute(options: PipelineOptions, cfg: ConvertConfig, runner) -> str:
+    """Builds and runs the pipeline: "dry_run", "submitted" or "done"."""
+    opts = options.view_as(ConvertOptions)
+    # Our transforms declare no element types; construction-time type inference would only cost time.
+    options.view_as(TypeOptions).pipeline_type_check = False
+    with tempfile.TemporaryDirectory(prefix="tfrecords-progress-") as progress_dir:
+        folder = progress_dir if cfg.output.progress else ""
+        p = beam.Pipeline(runner=runner, options=options)
+        build_pipeline(p, cfg, folder)
+        with ProgressLine(folder, opts.progress):
+            result = p.run()
+            if options.view_as(TestOptions).dry_run:
+                release_lock(cfg.output.lock_dir, cfg.output.run_id)
+                return "dry_run"
+            if opts.detach and not runners.is_local(options):
+                return "submitted"
+            result.wait_until_finish()
+    return "done"
+
+
+def _report(options: PipelineOptions, cfg: ConvertConfig, runner, outcome: str, seconds: float) -> None:
+    out = cfg.output
+    template = options.view_as(GoogleCloudOptions).template_location
+    if outcome == "dry_run":
+        name = runner if isinstance(runner, str) else type(runner).__name__
+        print(f"dry run: the {name} job was built and not submitted")
+    elif not runners.is_local(options) and template:
+        print(f"job description written to {template} for the template launcher; the job's last step publishes "
+              "the output")
+    elif not runners.is_local(options):
+        print(f"job {outcome} ({options.view_as(StandardOptions).runner}); output {out.output}, complete when "
+              f"{layout.MANIFEST} appears")
+    elif out.root and not fsutil.exists(fsutil.join(out.output, layout.MANIFEST)):
+        if fsutil.is_local(out.output) and os.path.isdir(out.output) and not os.listdir(out.output):
+            os.rmdir(out.output)
+        print(f"unchanged: inputs and options are the same as version {out.previous_version}; nothing "
+              f"published, {fsutil.join(out.root, layout.LATEST)} still names {out.previous_version}")
+    else:
+        print_summary(out.output, seconds)
+        if out.root:
+            print(f"published version {out.version}: {fsutil.join(out.root, layout.LATEST)} now names it")
 
 
 def main() -> None:

@@ -144,62 +144,7 @@ def build_config(o, run_id: str, progress: bool = False) -> ConvertConfig:
     if bool(o.input) == bool(o.label_table):
         raise UsageError("give exactly one of --input (an image folder tree) or --label_table (a CSV/TSV/JSONL "
                          "label table with --image_root)")
-    label_from = o.label_from
-    columns: list = []
-    if o.input:
-        root = fsutil.normalize_root(o.input)
-        if not fsutil.is_dir(root):
-            raise UsageError(f"--input {o.input!r}: no such folder (or it holds no files)")
-        subdirs = fsutil.list_subdirs(root)
-        split_folders = bool(subdirs) and all(d.lower() in KNOWN_SPLIT_FOLDERS for d in subdirs
-                                              if not d.startswith("."))
-        split = parse_split(o.split, split_folders, False)
-        if split.source is SplitSource.COLUMN:
-            raise UsageError("--split column needs a --label_table")
-        if split.source is SplitSource.FOLDERS and not subdirs:
-            raise UsageError(f"--split folders: {o.input!r} has no sub-folders to name the splits")
-        if label_from == "table":
-            raise UsageError("--label_from table needs a --label_table")
-        inputs = InputSpec(InputKind.FOLDER, root, include=tuple(p.strip() for p in o.include.split(",") if p.strip())
-                           or ("*",), split_folders=split.source is SplitSource.FOLDERS)
-    else:
-        table = o.label_table if not fsutil.is_local(o.label_table) else fsutil.normalize_root(o.label_table)
-        try:
-            fmt = tables.table_format(table)
-        except tables.TableError as e:
-            raise UsageError(str(e)) from None
-        columns, sample = _read_table_head(table, fmt)
-        try:
-            path_col = tables.pick_column(columns, o.path_column, tables.PATH_COLUMNS, "path")
-            label_col = tables.pick_column(columns, o.label_column, tables.LABEL_COLUMNS, "label",
-                                           required=label_from == "table")
-            split_col = tables.pick_column(columns, o.split_column, tables.SPLIT_COLUMNS, "split",
-                                           required=o.split == "column")
-        except tables.TableError as e:
-            raise UsageError(f"--label_table {o.label_table!r}: {e}") from None
-        rest = [c for c in columns if c and c not in (path_col, split_col)]
-        if not label_col and not o.label_column and len(rest) == 1 and label_from in ("auto", "table"):
-            label_col = rest[0]  # a two-column table: path and label
-        if label_from == "auto" and not label_col and not o.label_regex:
-            label_from = "none"  # an unlabelled table
-        split = parse_split(o.split, False, bool(split_col))
-        if split.source is SplitSource.FOLDERS:
-            raise UsageError("--split folders needs an --input folder tree, not a table")
-        if split.source is not SplitSource.COLUMN:
-            split_col = ""
-        used = {path_col, label_col, split_col}
-        if o.extra_columns.strip() == "*":
-            extras = tuple(c for c in columns if c not in used and c)
-        else:
-            extras = tuple(c.strip() for c in o.extra_columns.split(",") if c.strip())
-            missing = [c for c in extras if c not in columns]
-            if missing:
-                raise UsageError(f"--extra_columns {missing} not in the table; columns are {columns}")
-        image_root = fsutil.normalize_root(o.image_root or posixpath.dirname(table))
-        resolve_ids = any(r.get(path_col) and not tables.has_image_extension(r[path_col]) for r in sample)
-        inputs = InputSpec(InputKind.TABLE, image_root, table=table, table_format=fmt, path_column=path_col,
-                           label_column=label_col, split_column=split_col, extra_columns=extras,
-                           resolve_ids=resolve_ids, allow_absolute_paths=o.allow_absolute_paths)
+    inputs, split, label_from = _folder_input(o) if o.input else _table_input(o)
     previous_version, previous = "", None
     if o.versioned:
         try:
@@ -209,13 +154,72 @@ def build_config(o, run_id: str, progress: bool = False) -> ConvertConfig:
         inputs = dataclasses.replace(inputs, fingerprint_root=inputs.kind is InputKind.TABLE)
     elif o.version or o.republish_unchanged:
         raise UsageError("--version and --republish_unchanged need --versioned")
-    labels = _label_spec(o, label_from, inputs, previous)
     keys = _feature_keys(o.feature_keys, inputs.extra_columns)
     return ConvertConfig(
-        inputs=inputs, labels=labels, splits=split,
+        inputs=inputs, labels=_label_spec(o, label_from, inputs, previous), splits=split,
         images=_image_policy(o), shards=_shard_spec(o),
         output=_output_spec(o, run_id, keys, progress, previous_version, previous),
         max_reject_fraction=_fraction(o.max_reject_fraction))
+
+
+def _folder_input(o) -> tuple[InputSpec, SplitSpec, str]:
+    root = fsutil.normalize_root(o.input)
+    if not fsutil.is_dir(root):
+        raise UsageError(f"--input {o.input!r}: no such folder (or it holds no files)")
+    subdirs = [d for d in fsutil.list_subdirs(root) if not d.startswith(".")]
+    split_folders = bool(subdirs) and all(d.lower() in KNOWN_SPLIT_FOLDERS for d in subdirs)
+    split = parse_split(o.split, split_folders, False)
+    if split.source is SplitSource.COLUMN:
+        raise UsageError("--split column needs a --label_table")
+    if split.source is SplitSource.FOLDERS and not subdirs:
+        raise UsageError(f"--split folders: {o.input!r} has no sub-folders to name the splits")
+    if o.label_from == "table":
+        raise UsageError("--label_from table needs a --label_table")
+    include = tuple(p.strip() for p in o.include.split(",") if p.strip()) or ("*",)
+    inputs = InputSpec(InputKind.FOLDER, root, include=include, split_folders=split.source is SplitSource.FOLDERS)
+    return inputs, split, o.label_from
+
+
+def _table_input(o) -> tuple[InputSpec, SplitSpec, str]:
+    table = fsutil.normalize_root(o.label_table)
+    try:
+        fmt = tables.table_format(table)
+    except tables.TableError as e:
+        raise UsageError(str(e)) from None
+    columns, sample = _read_table_head(table, fmt)
+    label_from = o.label_from
+    try:
+        path_col = tables.pick_column(columns, o.path_column, tables.PATH_COLUMNS, "path")
+        label_col = tables.pick_column(columns, o.label_column, tables.LABEL_COLUMNS, "label",
+                                       required=label_from == "table")
+        split_col = tables.pick_column(columns, o.split_column, tables.SPLIT_COLUMNS, "split",
+                                       required=o.split == "column")
+    except tables.TableError as e:
+        raise UsageError(f"--label_table {o.label_table!r}: {e}") from None
+    rest = [c for c in columns if c and c not in (path_col, split_col)]
+    if not label_col and not o.label_column and len(rest) == 1 and label_from in ("auto", "table"):
+        label_col = rest[0]  # a two-column table: path and label
+    if label_from == "auto" and not label_col and not o.label_regex:
+        label_from = "none"  # an unlabelled table
+    split = parse_split(o.split, False, bool(split_col))
+    if split.source is SplitSource.FOLDERS:
+        raise UsageError("--split folders needs an --input folder tree, not a table")
+    if split.source is not SplitSource.COLUMN:
+        split_col = ""
+    if o.extra_columns.strip() == "*":
+        extras = tuple(c for c in columns if c and c not in (path_col, label_col, split_col))
+    else:
+        extras = tuple(c.strip() for c in o.extra_columns.split(",") if c.strip())
+        missing = [c for c in extras if c not in columns]
+        if missing:
+            raise UsageError(f"--extra_columns {missing} not in the table; columns are {columns}")
+    # A table naming files without extensions (ids) is joined with a listing of the image root.
+    resolve_ids = any(r.get(path_col) and not tables.has_image_extension(r[path_col]) for r in sample)
+    inputs = InputSpec(InputKind.TABLE, fsutil.normalize_root(o.image_root or posixpath.dirname(table)),
+                       table=table, table_format=fmt, path_column=path_col, label_column=label_col,
+                       split_column=split_col, extra_columns=extras, resolve_ids=resolve_ids,
+                       allow_absolute_paths=o.allow_absolute_paths)
+    return inputs, split, label_from
 
 
 def _output_spec(o, run_id: str, keys: tuple, progress: bool, previous_version: str,

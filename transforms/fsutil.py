@@ -204,12 +204,8 @@ def list_dir(path: str) -> list[str]:
         except FileNotFoundError:
             return []
     prefix = path.rstrip("/") + "/"
-    names = set()
-    for p, _, _ in list_prefix(prefix):
-        rest = p[len(prefix):]
-        if rest:
-            names.add(rest.split("/", 1)[0] if "/" in rest else rest)
-    return sorted(n for n in names if "/" not in n)
+    names = (p[len(prefix):] for p, _, _ in list_prefix(prefix))
+    return sorted(n for n in names if n and "/" not in n)
 
 
 def list_subdirs(path: str) -> list[str]:

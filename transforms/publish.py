@@ -141,15 +141,13 @@ def publish(spec, staging: str, shards: list, rejects: list, stats: dict, label_
     if spec.previous_fingerprint and not spec.republish and fingerprint == spec.previous_fingerprint:
         logging.getLogger(__name__).warning(
             "inputs and options unchanged since version %s: nothing published", spec.previous_version)
-        fsutil.delete_tree(staging)
-        release_lock(spec.lock_dir, run_id)
+        _end(spec, staging)
         return {"unchanged_since": spec.previous_version}
     listed = stats.get("listed", 0)
     if listed and len(rejects) / listed > max_reject_fraction:
         failed = fsutil.join(output, layout.failed_rejects_name(run_id))
         fsutil.write_bytes(failed, rejects_jsonl(rejects))
-        fsutil.delete_tree(staging)
-        release_lock(spec.lock_dir, run_id)
+        _end(spec, staging)
         raise TooManyRejects(
             f"{len(rejects):,} of {listed:,} listed records ({len(rejects) / listed:.1%}) were rejected, "
             f"above --max_reject_fraction {max_reject_fraction}; nothing was published. The rejects and their "
@@ -162,16 +160,7 @@ def publish(spec, staging: str, shards: list, rejects: list, stats: dict, label_
         manifest["version"] = spec.version
         manifest["previous_version"] = spec.previous_version
     fsutil.delete([manifest_path])
-    keep = {s.name for ss in by_split.values() for s in ss}
-    fsutil.delete([fsutil.join(output, n) for n in fsutil.list_dir(output)
-                   if layout.SHARD_RE.match(n) and n not in keep])
-    for ss in by_split.values():
-        for s in ss:
-            final = fsutil.join(output, s.name)
-            if fsutil.exists(s.temp_path):
-                fsutil.rename(s.temp_path, final)
-            elif not (fsutil.exists(final) and fsutil.size(final) == s.bytes):
-                raise PublishError(f"shard {s.name} is missing from the staging folder {staging}")
+    _move_shards_in(output, staging, [s for ss in by_split.values() for s in ss])
     fsutil.write_bytes(fsutil.join(output, layout.REJECTS), rejects_jsonl(rejects))
     fsutil.write_bytes(fsutil.join(output, layout.LABEL_MAP), label_map_json(label_map))
     fsutil.write_bytes(fsutil.join(output, layout.SCHEMA), schema_pbtxt(manifest["features"]))
@@ -184,9 +173,28 @@ def publish(spec, staging: str, shards: list, rejects: list, stats: dict, label_
     if spec.root and not layout.publish_latest(spec.root, spec.version, run_id):
         logging.getLogger(__name__).warning(
             "version %s is complete, but LATEST names a version of a later run and was left alone", spec.version)
-    fsutil.delete_tree(staging)
-    release_lock(spec.lock_dir, run_id)
+    _end(spec, staging)
     return manifest
+
+
+def _move_shards_in(output: str, staging: str, shards: list) -> None:
+    """Removes every shard file that is not this run's (another count, split or
+    compression), then gives this run's shards their final names. A replay finds
+    them already moved."""
+    keep = {s.name for s in shards}
+    fsutil.delete([fsutil.join(output, n) for n in fsutil.list_dir(output)
+                   if layout.SHARD_RE.match(n) and n not in keep])
+    for s in shards:
+        final = fsutil.join(output, s.name)
+        if fsutil.exists(s.temp_path):
+            fsutil.rename(s.temp_path, final)
+        elif not (fsutil.exists(final) and fsutil.size(final) == s.bytes):
+            raise PublishError(f"shard {s.name} is missing from the staging folder {staging}")
+
+
+def _end(spec, staging: str) -> None:
+    fsutil.delete_tree(staging)
+    release_lock(spec.lock_dir, spec.run_id)
 
 
 def release_lock(output: str, run_id: str) -> None:

@@ -67,8 +67,8 @@ def read_checked(rec: Rec) -> tuple[Optional[bytes], str]:
     """The file's bytes if they are still the ones validated, else (None, why)."""
     try:
         data = fsutil.read_bytes(rec.path)
-    except OSError as e:
-        return None, f"the file could not be read again: {e}"
+    except Exception as e:  # any filesystem's error (OSError locally; BeamIOError, NotFound on GCS)
+        return None, f"the file could not be read again: {type(e).__name__}: {e}"[:500]
     if len(data) != rec.size or (rec.crc >= 0 and fingerprint(data) != rec.crc):
         return None, f"the file changed since it was validated ({rec.size} -> {len(data)} bytes)"
     return data, ""
