@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Optional
 
-from pipelines.verify import _decoder
+from pipelines.verify import example_decoder
 from transforms import fsutil, layout
 from transforms.tfrecord_io import Compression, iter_records
 
@@ -18,7 +18,7 @@ def first_records(output: str, split: str, n: int) -> list[dict]:
     """The first n records of a split (in shard order) as {feature: values}."""
     m = json.loads(fsutil.read_bytes(fsutil.join(output, layout.MANIFEST)))
     compression = Compression(m.get("compression", "none"))
-    decoder = _decoder(m["features"])
+    decoder = example_decoder(m["features"])
     out: list = []
     for entry in m["splits"][split]["shards"]:
         if len(out) >= n:

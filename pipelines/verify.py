@@ -49,7 +49,8 @@ class _Hashing:
         return data
 
 
-def _decoder(features: dict):
+def example_decoder(features: dict):
+    """tfx-bsl's Arrow decoder for Examples with the manifest's features and types."""
     from tensorflow_metadata.proto.v0 import schema_pb2
     from tfx_bsl.coders import example_coder
     kinds = {"bytes": schema_pb2.BYTES, "int64": schema_pb2.INT, "float": schema_pb2.FLOAT}
@@ -149,7 +150,7 @@ def verify_output(output: str, deep: bool = True, log=None) -> Report:
                              "read it")
     _check_rejects(output, c["rejected"], report)
     compression = Compression(m.get("compression", "none"))
-    decoder = _decoder(m["features"])
+    decoder = example_decoder(m["features"])
     roles = m.get("feature_roles", {})
     lm = m.get("label_map", {})
     labels = set(lm.get("classes", {}).values()) if lm.get("kind") == "class" else None

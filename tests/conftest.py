@@ -73,22 +73,16 @@ def shard_files(out: str, split: str = "") -> list:
     return sorted(glob.glob(os.path.join(out, pattern)))
 
 
-BASE_SPEC = {
-    "image/encoded": "bytes", "image/format": "bytes", "image/height": "int64", "image/width": "int64",
-    "image/channels": "int64", "image/colorspace": "bytes", "image/filename": "bytes", "image/key/sha256": "bytes",
-}
-
-
-def read_examples(out: str, split: str, spec: dict = None, compression: str = "") -> list[dict]:
+def read_examples(out: str, split: str, spec: dict = None) -> list[dict]:
     """Every record of a split, in shard order, parsed with tf.io.parse_example
-    (FixedLen for the manifest's scalar features); images decoded with
-    tf.io.decode_image and checked against the recorded shape."""
+    (VarLen features, so an empty extra column reads back as an empty list);
+    every image decoded with tf.io.decode_image and held to its recorded shape."""
     import tensorflow as tf
     kinds = {"bytes": tf.string, "int64": tf.int64, "float": tf.float32}
     m = manifest(out)
     spec = spec or {k: v for k, v in m["features"].items()}
     files = [os.path.join(out, s["name"]) for s in m["splits"][split]["shards"]]
-    ds = tf.data.TFRecordDataset(files, compression_type=m["tf_compression_type"] or compression)
+    ds = tf.data.TFRecordDataset(files, compression_type=m["tf_compression_type"])
     features = {k: tf.io.VarLenFeature(kinds[v]) for k, v in spec.items()}
     rows = []
     for batch in ds.batch(64):

@@ -98,6 +98,7 @@ _SOF_ANY = set(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 _SOF_NAMES = {0xC3: "lossless", 0xC5: "hierarchical", 0xC6: "hierarchical", 0xC7: "hierarchical",
               0xC9: "arithmetic-coded", 0xCA: "arithmetic-coded", 0xCB: "arithmetic-coded lossless",
               0xCD: "hierarchical arithmetic", 0xCE: "hierarchical arithmetic", 0xCF: "hierarchical arithmetic"}
+_STANDALONE = {0x01, 0xD8, 0xD9, *range(0xD0, 0xD8)}  # JPEG markers without a segment
 _JPEG_CHANNELS = {1: 1, 3: 3, 4: 3}  # TensorFlow turns CMYK/YCCK into RGB
 _PNG_CHANNELS = {0: 1, 2: 3, 3: 3, 4: 2, 6: 4}
 _PNG_DEPTHS = {0: (1, 2, 4, 8, 16), 2: (8, 16), 3: (1, 2, 4, 8), 4: (8, 16), 6: (8, 16)}
@@ -110,31 +111,45 @@ class Header(NamedTuple):
     body: int  # JPEG: offset of the first scan; PNG: unused
 
 
+def _jpeg_markers(data: bytes, pos: int = 2):
+    """(marker code, offset, segment length) of each marker from `pos`, as
+    libjpeg reads them: extraneous and fill bytes skipped, and after each scan
+    header its entropy-coded data. Ends after EOI, or where the data ends."""
+    n = len(data)
+    while pos + 1 < n:
+        if data[pos] != 0xFF or data[pos + 1] in (0x00, 0xFF):
+            m = _NEXT_MARKER.search(data, pos)
+            if m is None:
+                return
+            pos = m.start()
+        code = data[pos + 1]
+        if code in _STANDALONE:
+            yield code, pos, 0
+            if code == 0xD9:
+                return
+            pos += 2
+            continue
+        if pos + 4 > n:
+            return
+        seglen = (data[pos + 2] << 8) | data[pos + 3]
+        yield code, pos, seglen
+        pos += 2 + seglen
+        if code == 0xDA:
+            m = _NEXT_MARKER.search(data, pos)
+            if m is None:
+                return
+            pos = m.start()
+
+
 def jpeg_header(data: bytes) -> Header:
     """Size and channels from the frame header; the segments are walked up to
     the first scan. Raises BadImage for what TensorFlow cannot decode."""
-    pos, n, sof = 2, len(data), None
-    while pos + 4 <= n:
-        if data[pos] != 0xFF:  # extraneous bytes: libjpeg warns and skips them
-            m = _NEXT_MARKER.search(data, pos)
-            if m is None:
-                break
-            pos = m.start()
-            continue
-        code = data[pos + 1]
-        if code == 0xFF:
-            pos += 1
-            continue
-        if code in (0x01, 0xD8) or 0xD0 <= code <= 0xD7:
-            pos += 2
-            continue
+    sof = None
+    for code, pos, seglen in _jpeg_markers(data):
         if code == 0xD9:
             raise BadImage(Reason.CORRUPT, "JPEG ends (EOI) before any image data")
-        seglen = (data[pos + 2] << 8) | data[pos + 3]
-        if seglen < 2:
-            raise BadImage(Reason.CORRUPT, f"JPEG segment at byte {pos} has length {seglen}")
         if code in _SOF_ANY:
-            if pos + 10 > n:
+            if pos + 10 > len(data):
                 break
             if code not in _SOF_DECODABLE:
                 raise BadImage(Reason.UNSUPPORTED_FORMAT, f"{_SOF_NAMES.get(code, 'unusual')} JPEG "
@@ -149,7 +164,8 @@ def jpeg_header(data: bytes) -> Header:
             if sof is None:
                 raise BadImage(Reason.CORRUPT, "JPEG scan without a frame header")
             return Header(*sof, pos)
-        pos += 2 + seglen
+        elif code not in _STANDALONE and seglen < 2:
+            raise BadImage(Reason.CORRUPT, f"JPEG segment at byte {pos} has length {seglen}")
     raise BadImage(Reason.TRUNCATED, "JPEG ends inside its headers")
 
 
@@ -157,35 +173,15 @@ def jpeg_has_eoi(data: bytes, scan: int) -> bool:
     """Whether the stream reaches an end-of-image marker, as libjpeg requires
     (it fails with "premature end" otherwise, even when every pixel decoded).
     A file ending in FF D9 does: entropy-coded data never contains FF D9."""
-    if data.endswith(b"\xff\xd9"):
-        return True
-    return jpeg_eoi_offset(data, scan) is not None
+    return data.endswith(b"\xff\xd9") or jpeg_eoi_offset(data, scan) is not None
 
 
 def jpeg_eoi_offset(data: bytes, pos: int = 2) -> Optional[int]:
     """Offset just past the EOI that ends the main image, or None when the
-    stream ends first. Walks markers from `pos`, skipping entropy-coded data."""
-    n = len(data)
-    while pos + 1 < n:
-        if data[pos] != 0xFF or data[pos + 1] in (0x00, 0xFF):
-            m = _NEXT_MARKER.search(data, pos)  # skip extraneous bytes, as libjpeg does
-            if m is None:
-                return None
-            pos = m.start()
-        code = data[pos + 1]
+    stream ends first."""
+    for code, at, _ in _jpeg_markers(data, pos):
         if code == 0xD9:
-            return pos + 2
-        if 0xD0 <= code <= 0xD7 or code in (0x01, 0xD8):
-            pos += 2
-            continue
-        if pos + 4 > n:
-            return None
-        pos += 2 + ((data[pos + 2] << 8) | data[pos + 3])
-        if code == 0xDA:  # start of scan: entropy-coded data runs to the next marker
-            m = _NEXT_MARKER.search(data, pos)
-            if m is None:
-                return None
-            pos = m.start()
+            return at + 2
     return None
 
 
