@@ -201,3 +201,24 @@ def test_png_only_output_reencodes_jpeg():
 def test_eoi_walk_finds_the_main_image_end_despite_a_trailer():
     data = JPEG + image_bytes(8, 8)  # e.g. an appended second image (MPF)
     assert jpeg_eoi_offset(data) == len(JPEG)
+
+
+def test_reencoding_scales_16_bit_instead_of_clipping():
+    import tensorflow as tf
+    arr = np.full((8, 8), 61420, dtype="uint16")  # 0.94 of full scale; clipping would give 255
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, "PNG")
+    policy = ImagePolicy(output_formats=frozenset({"jpeg"}), reencode="png")
+    out = reencode_image(buf.getvalue(), "png", policy)
+    value = int(tf.io.decode_image(out, expand_animations=False).numpy().mean())
+    assert abs(value - 61420 // 257) <= 1  # 239
+
+
+def test_reencoding_composites_alpha_on_white_for_jpeg():
+    import tensorflow as tf
+    rgba = Image.new("RGBA", (8, 8), (0, 0, 0, 0))  # fully transparent black
+    buf = io.BytesIO()
+    rgba.save(buf, "PNG")
+    policy = ImagePolicy(output_formats=frozenset({"jpeg"}), reencode="jpeg")
+    out = reencode_image(buf.getvalue(), "jpeg", policy)
+    assert int(tf.io.decode_image(out).numpy().min()) >= 250  # white, not black
