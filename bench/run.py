@@ -240,7 +240,7 @@ def targets(summary: dict) -> list:
         ">=", 0.60, f"ours_header marginal images/s / plain marginal images/s ({n1}->{n2})")
     add("header_marginal_vs_plain_all_cores", ratio(mget("ours_header", "images_per_s"),
                                                     mget("plain_all_cores", "images_per_s")),
-        ">=", 0.60, f"ours_header marginal images/s / plain_all_cores marginal images/s (informational)",
+        ">=", 0.60, "ours_header marginal images/s / plain_all_cores marginal images/s (informational)",
         primary=False)
     add("tutorial_wall_vs_header", ratio(get("tutorial", n2, "wall_s_median"), get("ours_header", n2, "wall_s_median")),
         ">=", 1.0, f"tutorial wall / ours_header wall at {n2} images (>= 1: ours no slower)")
@@ -254,10 +254,10 @@ def targets(summary: dict) -> list:
         ">=", 5.0, f"naive_beam wall / ours_full wall at {n2} images (informational)", primary=False)
     add("full_marginal_vs_validate_all_cores", ratio(mget("ours_full", "images_per_s"),
                                                      mget("validate_all_cores", "images_per_s")),
-        ">=", 0.85, f"ours_full marginal images/s / validate_all_cores marginal images/s (same draft decode)")
+        ">=", 0.85, "ours_full marginal images/s / validate_all_cores marginal images/s (same draft decode)")
     add("full_marginal_vs_decode_all_cores", ratio(mget("ours_full", "images_per_s"),
                                                    mget("decode_all_cores", "images_per_s")),
-        ">=", 0.85, f"ours_full marginal images/s / decode_all_cores marginal images/s (full Pillow decode)")
+        ">=", 0.85, "ours_full marginal images/s / decode_all_cores marginal images/s (full Pillow decode)")
     add("full_whole_vs_validate_all_cores", ratio(get("ours_full", n2, "images_per_s"),
                                                   get("validate_all_cores", n2, "images_per_s")),
         ">=", 0.85, f"ours_full images/s / validate_all_cores images/s, whole process at {n2} (start-up included)",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import sys
 from typing import Optional
@@ -14,9 +13,9 @@ from transforms import fsutil, layout
 from transforms.tfrecord_io import Compression, iter_records
 
 
-def first_records(output: str, split: str, n: int) -> list[dict]:
-    """The first n records of a split (in shard order) as {feature: values}."""
-    m = json.loads(fsutil.read_bytes(fsutil.join(output, layout.MANIFEST)))
+def first_records(output: str, m: dict, split: str, n: int) -> list[dict]:
+    """The first n records of a split (in shard order) as {feature: values};
+    `m` is the output's manifest."""
     compression = Compression(m.get("compression", "none"))
     decoder = example_decoder(m["features"])
     out: list = []
@@ -55,7 +54,7 @@ def main(argv: Optional[list] = None) -> int:
     args = ap.parse_args(argv)
     output = fsutil.normalize_root(args.output)
     try:
-        m = json.loads(fsutil.read_bytes(fsutil.join(output, layout.MANIFEST)))
+        m = layout.read_manifest(output)
     except FileNotFoundError:
         print(f"error: {output} has no {layout.MANIFEST} (not a complete output)", file=sys.stderr)
         return 1
@@ -67,7 +66,7 @@ def main(argv: Optional[list] = None) -> int:
     roles = m.get("feature_roles", {})
     for split in splits:
         print(f"== {split}: {m['splits'][split]['records']:,} records in {m['splits'][split]['num_shards']} shards")
-        for i, rec in enumerate(first_records(output, split, args.num)):
+        for i, rec in enumerate(first_records(output, m, split, args.num)):
             print(f"-- record {i}")
             for key in sorted(rec):
                 print(f"   {key}: {_show(rec[key])}")

@@ -1,7 +1,6 @@
 """What a local run shows: a progress line while it runs, a summary at the end."""
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -69,7 +68,7 @@ class ProgressLine:
 
 def print_summary(output: str, seconds: float, out=None) -> None:
     out = out or sys.stdout
-    m = json.loads(fsutil.read_bytes(fsutil.join(output, layout.MANIFEST)))
+    m = layout.read_manifest(output)
     c = m["counts"]
     rate = c["written"] / seconds if seconds > 0 else 0
     print(f"\nConverted in {seconds:.1f} s ({rate:,.0f} records/s) into {output}", file=out)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import sys
 from typing import Optional
 
@@ -126,7 +125,7 @@ def verify_output(output: str, deep: bool = True, log=None) -> Report:
     output = fsutil.normalize_root(output)
     report = Report()
     try:
-        m = json.loads(fsutil.read_bytes(fsutil.join(output, layout.MANIFEST)))
+        m = layout.read_manifest(output)
     except FileNotFoundError:
         report.errors.append(f"{output}: no {layout.MANIFEST}: not a complete output (a conversion that did not "
                              "finish, or not a dataset)")

@@ -10,7 +10,6 @@ stable, and its fingerprint lets an unchanged run publish nothing.
 from __future__ import annotations
 
 import datetime
-import json
 import re
 from typing import Optional
 
@@ -34,7 +33,7 @@ def read_latest(root: str) -> tuple[str, Optional[dict]]:
     if not VERSION_NAME.match(version):
         raise ValueError(f"{fsutil.join(root, LATEST)} holds {version!r}, not a version folder name")
     try:
-        return version, json.loads(fsutil.read_bytes(fsutil.join(root, version, layout.MANIFEST)))
+        return version, layout.read_manifest(fsutil.join(root, version))
     except Exception as e:
         raise ValueError(f"{fsutil.join(root, LATEST)} points at {version!r}, whose manifest cannot be read: "
                          f"{e}") from None

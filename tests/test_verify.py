@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from conftest import convert, manifest, shard_files
+from conftest import convert
 from pipelines.verify import main as verify_main
 
 FIRST = "train-00000-of-00002.tfrecord"

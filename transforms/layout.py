@@ -18,6 +18,11 @@ MANIFEST_FORMAT = "tfrecord-pipelines/manifest/v1"
 LATEST = "LATEST"                 # --versioned: a dataset root's pointer to its current version
 
 
+def read_manifest(output: str) -> dict:
+    """The manifest of the output folder `output` (FileNotFoundError if none)."""
+    return json.loads(fsutil.read_bytes(fsutil.join(output, MANIFEST)))
+
+
 def staging_dir(output: str, run_id: str) -> str:
     return fsutil.join(output, STAGING_PREFIX + run_id)
 
@@ -36,7 +41,7 @@ def publish_latest(root: str, version: str, run_id: str) -> bool:
     begin with the start time): a slow old run must not move it back."""
     try:
         current = fsutil.read_bytes(fsutil.join(root, LATEST)).decode().strip()
-        current_run = json.loads(fsutil.read_bytes(fsutil.join(root, current, MANIFEST))).get("run_id", "")
+        current_run = read_manifest(fsutil.join(root, current)).get("run_id", "")
     except Exception:  # no LATEST yet, or it names an unreadable version: ours is better
         current, current_run = "", ""
     if current and current != version and current_run[:15] > run_id[:15]:  # compare "YYYYmmdd-HHMMSS"
