@@ -26,7 +26,7 @@ setup(
         "pillow>=12,<13",
     ],
     extras_require={
-        "test": ["pytest>=8", "gcp-storage-emulator>=2026.7"],
+        "test": ["pytest>=8", "gcp-storage-emulator>=2026.7", "hypothesis>=6.100"],
     },
     entry_points={"console_scripts": ["tfrecords=pipelines.cli:main"]},
 )

@@ -5,6 +5,7 @@ import os
 import sys
 
 USAGE = """usage: tfrecords COMMAND [options]
+       tfrecords --version
 
 commands:
   convert   image folder tree or label table -> TFRecord shards (tfrecords convert --help)
@@ -29,10 +30,17 @@ def main(argv=None) -> None:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         sys.exit(0 if argv else 2)
+    if argv[0] in ("--version", "-V"):
+        # Only here: `convert --version NAME` names a --versioned output's folder.
+        from pipelines import __version__
+        print(f"tfrecords {__version__}")
+        sys.exit(0)
     cmd, rest = argv[0], argv[1:]
     if cmd == "convert":
         from pipelines import local_worker
-        local_worker.prestart(rest)  # the workers' zygote imports while we import Beam
+        from pipelines.report import workers_stderr_to_log
+        with workers_stderr_to_log("--debug" not in rest):
+            local_worker.prestart(rest)  # the workers' zygote imports while we import Beam
         from pipelines.convert import run
         exit_now(run(rest, prog="tfrecords convert"))
     if cmd == "verify":

@@ -13,7 +13,7 @@ from transforms.tfrecord_io import Compression
 # Split names become file names (`train-00000-of-00016.tfrecord`), so they are
 # held to a strict pattern; no '-' so that `train-*` never matches another split.
 SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
-KNOWN_SPLIT_FOLDERS = ("train", "validation", "val", "test", "eval", "dev")
+KNOWN_SPLIT_FOLDERS = ("train", "validation", "val", "valid", "test", "eval", "dev")
 
 
 class InputKind(str, enum.Enum):
@@ -48,6 +48,7 @@ class InputSpec:
     root: str                        # folder root, or the image root of a table
     table: str = ""
     table_format: str = ""           # csv, tsv or jsonl
+    table_encoding: str = "utf-8"    # --table_encoding
     path_column: str = ""
     label_column: str = ""
     split_column: str = ""
@@ -148,4 +149,7 @@ class ConvertConfig:
         # whether computed, or carried from the previous version).
         d["labels"].pop("frozen_map", None)
         d["labels"].pop("extend_map", None)
+        # How fast files are read changes nothing written.
+        d["images"]["reads"].pop("in_flight", None)
+        d["images"]["reads"].pop("timeout", None)
         return d

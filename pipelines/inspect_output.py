@@ -56,7 +56,11 @@ def main(argv: Optional[list] = None) -> int:
     try:
         m = layout.read_manifest(output)
     except FileNotFoundError:
-        print(f"error: {output} has no {layout.MANIFEST} (not a complete output)", file=sys.stderr)
+        from pipelines.verify import _no_manifest
+        print(f"error: {_no_manifest(output).replace('tfrecords verify', 'tfrecords inspect')}", file=sys.stderr)
+        return 1
+    except Exception as e:  # a malformed manifest (layout.ManifestError), an unreadable file
+        print(f"error: {layout.MANIFEST} of {output} cannot be read: {e}", file=sys.stderr)
         return 1
     splits = [args.split] if args.split else list(m["splits"])
     unknown = [s for s in splits if s not in m["splits"]]

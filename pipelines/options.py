@@ -1,10 +1,14 @@
-"""Every flag of a conversion, with help text and defaults. Any other flag
-(--runner, --direct_num_workers, --project, ...) passes through to Beam."""
+"""Every flag of a conversion, with help text and defaults. Beam's own flags
+(--runner, --direct_num_workers, --project, ...) pass through to Beam; a flag
+that neither we nor any Beam options class declares is an error."""
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
+from typing import Optional
 
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
 # Beam's own --labels (Dataflow job labels) takes that name; ours is --label_table.
 
@@ -23,6 +27,9 @@ def add_convert_args(parser) -> None:
     g.add_argument("--label_table", default="",
                    help="Label table instead of a tree: CSV/TSV with a header row, or JSON Lines "
                         "(.csv, .tsv, .jsonl; .gz allowed); a path column and a label column")
+    g.add_argument("--table_encoding", default="utf-8",
+                   help="Text encoding of --label_table, e.g. latin-1, cp1252, utf-16; a row that does not decode "
+                        "is rejected as bad_row with its line number")
     g.add_argument("--image_root", default="",
                    help="Folder the table's paths are relative to (default: the table's folder)")
     g.add_argument("--path_column", default="",
@@ -43,7 +50,7 @@ def add_convert_args(parser) -> None:
                    help="Accept absolute paths and URLs in the label table (refused as unsafe_path by default)")
 
     g = parser.add_argument_group("labels")
-    g.add_argument("--label_from", default="auto", choices=["auto", "folder", "table", "regex", "none"],
+    g.add_argument("--label_from", type=str.lower, default="auto", choices=["auto", "folder", "table", "regex", "none"],
                    help="Where labels come from; auto: the table if given, --label_regex if given, else the folder")
     g.add_argument("--label_depth", type=int, default=1,
                    help="Folder level naming the class, counted from the root (below a split folder); negative "
@@ -51,7 +58,7 @@ def add_convert_args(parser) -> None:
     g.add_argument("--label_regex", default="",
                    help="Regular expression on the file name; the label is the group named 'label', else group 1, "
                         r"e.g. '^([a-z]+)\.\d+\.jpg$' gives cat for cat.123.jpg")
-    g.add_argument("--label_type", default="auto", choices=["auto", "class", "int", "float"],
+    g.add_argument("--label_type", type=str.lower, default="auto", choices=["auto", "class", "int", "float"],
                    help="auto: int if every label is an integer, float (regression) if every label is a number, "
                         "else class names")
     g.add_argument("--label_map", default="",
@@ -69,36 +76,51 @@ def add_convert_args(parser) -> None:
                         "'train=0.8,validation=0.2' (hash of the relative path, stable as the dataset grows)")
     g.add_argument("--split_salt", default="", help="Salt for ratio splits (change it to draw another split)")
     g.add_argument("--seed", type=int, default=0, help="Seed of the deterministic shuffle within each split")
-    g.add_argument("--num_shards", default="",
-                   help="Shards per split: N for every split, or 'train=16,validation=2'; "
-                        "empty: computed from --shard_size")
+    g.add_argument("--num_shards", default="auto",
+                   help="Shards per split: N >= 1 for every split, or 'train=16,validation=2'; "
+                        "auto: computed from --shard_size")
     g.add_argument("--shard_size", default="150MB",
                    help="Target shard size when --num_shards is not given (TensorFlow recommends 100-200 MB)")
     g.add_argument("--shard_multiple", type=int, default=1,
                    help="Round each split's shard count up to a multiple of this (e.g. the number of TPU hosts)")
-    g.add_argument("--compression", default="none", choices=["none", "gzip", "zlib"],
+    g.add_argument("--compression", type=str.lower, default="none", choices=["none", "gzip", "zlib"],
                    help="Compress shards (read them with compression_type GZIP or ZLIB); JPEGs gain ~nothing")
     g.add_argument("--max_examples_per_split", type=int, default=0,
                    help="Keep only the first N records of each split in shuffle order, before validation "
                         "(a quick trial run); 0: all")
 
     g = parser.add_argument_group("images and examples")
-    g.add_argument("--validate", default="full", choices=["full", "header"],
+    g.add_argument("--validate", type=str.lower, default="full", choices=["full", "header"],
                    help="full: check structure and decode every image (at 1/8 scale for JPEG); header: structure "
                         "checks only (end markers, chunk CRCs), faster, misses corrupt pixel data")
     g.add_argument("--output_formats", default="jpeg,png",
                    help="Formats stored as-is (bytes unchanged), among jpeg,png")
-    g.add_argument("--reencode", default="off", choices=["off", "jpeg", "png"],
+    g.add_argument("--reencode", type=str.lower, default="off", choices=["off", "jpeg", "png"],
                    help="Other formats (gif, webp, bmp, tiff, avif, or jpeg/png not in --output_formats): off "
                         "rejects them as unsupported_format; jpeg/png re-encodes them (first frame, EXIF "
                         "orientation applied, 16-bit scaled, alpha composited on white for jpeg)")
     g.add_argument("--jpeg_quality", type=int, default=95, help="Quality of re-encoded JPEGs")
-    g.add_argument("--exif_orientation", default="keep", choices=["keep", "apply"],
+    g.add_argument("--exif_orientation", type=str.lower, default="keep", choices=["keep", "apply"],
                    help="keep: store JPEGs unchanged (TensorFlow ignores EXIF orientation, so a photo taken "
                         "sideways decodes sideways); apply: re-encode JPEGs whose EXIF orientation is not 1, "
                         "upright, with the recorded size after rotation")
     g.add_argument("--max_pixels", type=int, default=89_478_485,
                    help="Reject images whose header claims more pixels (decompression bombs) before decoding")
+    g.add_argument("--max_file_bytes", type=int, default=1 << 30,
+                   help="Reject input files larger than this many bytes (too_large) without reading them whole; "
+                        "only regular files are read at all (a FIFO or device is not_a_file)")
+    g.add_argument("--reads_in_flight", type=int, default=0,
+                   help="Input files each worker reads at once, ahead of validating and writing (in order, so "
+                        "the output does not change); 0: 4 for local disk, 32 for buckets")
+    g.add_argument("--reads_per_image", default="auto", choices=["auto", "1", "2"],
+                   help="1: read each image once and validate it as its shard is written (half the reads and "
+                        "bucket requests; a shard with rejected images holds fewer records); 2: validate first, "
+                        "then plan shards from the valid images (shard counts differ by at most one) and read "
+                        "each again to write it; auto: 1 for folder trees (the listing gives every file's size) "
+                        "and when --num_shards is set for every split, else 2")
+    g.add_argument("--io_timeout", type=float, default=120.0,
+                   help="Seconds Cloud Storage may fail to answer (transient errors are retried until then) "
+                        "before the run stops with an error naming the bucket")
     g.add_argument("--feature_keys", default="",
                    help="Rename Example keys: 'image/encoded=image_raw,image/class/label=label'; an empty new "
                         "name drops the feature")
@@ -127,15 +149,29 @@ def add_convert_args(parser) -> None:
     g.add_argument("--detach", action="store_true", default=False,
                    help="With a remote runner (Dataflow): return once the job is submitted instead of waiting for "
                         "it; the job's last step publishes the output and releases the lock")
-    g.add_argument("--progress", default="auto", choices=["auto", "on", "off"],
+    g.add_argument("--progress", type=str.lower, default="auto", choices=["auto", "on", "off"],
                    help="Progress line during a local run (auto: on when stderr is a terminal, else a line every "
                         "10 s)")
+    g.add_argument("--debug", action="store_true", default=False,
+                   help="On failure, show Beam's logs and the full traceback instead of a one-line message")
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Shows "(default: X)" once: not for empty defaults or on/off flags, and
+    not when the help text already says what the default is."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if ("(default" in text or not action.option_strings
+                or action.default in ("", None, False, argparse.SUPPRESS)):
+            return text
+        return text + " (default: %(default)s)"
 
 
 def help_parser(prog: str) -> argparse.ArgumentParser:
     """A parser holding only our flags, for --help (Beam's has hundreds)."""
     p = argparse.ArgumentParser(
-        prog=prog, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog=prog, formatter_class=_HelpFormatter,
         description="Convert an image folder tree or a label table into deterministic, fixed-size TFRecord "
                     "shards of tf.train.Example.",
         epilog="Beam flags pass through, e.g. --runner (default: the local FnApiRunner, multi-process on all "
@@ -144,3 +180,73 @@ def help_parser(prog: str) -> argparse.ArgumentParser:
                "gs://... --setup_file ./setup.py.")
     add_convert_args(p)
     return p
+
+
+class FlagError(ValueError):
+    """A flag nobody declares, or a bad value for a declared one."""
+
+
+class _CheckingParser(_BeamArgumentParser):
+    def error(self, message):
+        raise FlagError(message)
+
+
+def _all_options_parser() -> argparse.ArgumentParser:
+    """Our flags and Beam's, as Beam itself collects them (PipelineOptions.get_all_options)."""
+    parser = _CheckingParser(allow_abbrev=False, add_help=False)
+    subset: dict = {}
+    for cls in PipelineOptions.__subclasses__():
+        subset.setdefault(str(cls), cls)
+    for cls in subset.values():
+        cls._add_argparse_args(parser)  # pylint: disable=protected-access
+    return parser
+
+
+def check_flags(argv: list) -> None:
+    """Raises FlagError for the first flag that neither we nor Beam declare
+    (Beam would silently drop it: `--num_shard 4` would run with the default),
+    with a suggestion, or for a bad value of a declared flag."""
+    parser = _all_options_parser()
+    _, unknown = parser.parse_known_args(argv)
+    _check_numbers(argv)
+    if not unknown:
+        return
+    flag = next((a for a in unknown if a.startswith("-")), None)
+    if flag is None:
+        raise FlagError(f"unexpected argument {unknown[0]!r}: every value follows its flag (--name VALUE)")
+    name = flag.split("=", 1)[0]
+    ours = [a.option_strings[0] for a in help_parser("x")._actions if a.option_strings and a.dest != "help"]
+    beams = [s for a in parser._actions for s in a.option_strings if s.startswith("--") and s not in ours]
+    raise FlagError(f"unknown flag {name}{_suggestion(name, ours, beams)} (tfrecords convert --help lists ours; "
+                    "Beam's own flags pass through)")
+
+
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _check_numbers(argv: list) -> None:
+    """Numbers of our flags by the strict grammar of labels (transforms/labels.py):
+    argparse's int() and float() take `1_0` as 10 and `nan`, `inf`, ' 1'."""
+    typed = {s: a.type for a in help_parser("x")._actions if a.type in (int, float) for s in a.option_strings}
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if flag not in typed:
+            continue
+        if not eq:
+            if i + 1 >= len(argv):
+                continue  # argparse says the value is missing
+            value = argv[i + 1]
+        grammar = _INT if typed[flag] is int else _FLOAT
+        if not grammar.fullmatch(value):
+            kind = "an integer" if typed[flag] is int else "a number"
+            raise FlagError(f"{flag} {value!r} is not {kind} (plain digits{'' if typed[flag] is int else ', . and e'})")
+
+
+def _suggestion(name: str, ours: list, beams: list) -> str:
+    underscored = "--" + name.lstrip("-").replace("-", "_")
+    if underscored in ours or underscored in beams:
+        return f": did you mean {underscored}? (flags are spelled with underscores)"
+    best: Optional[list] = (difflib.get_close_matches(underscored, ours, n=1, cutoff=0.6)
+                            or difflib.get_close_matches(underscored, beams, n=1, cutoff=0.75))
+    return f": did you mean {best[0]}?" if best else ""

@@ -21,11 +21,22 @@ def check_output(output: str, inputs_root: str, overwrite: bool) -> None:
     names = [n for n in fsutil.list_dir(output) if layout.is_dataset_file(n)]
     if names and not overwrite:
         shards = sum(1 for n in names if layout.SHARD_RE.match(n))
-        what = ("a complete dataset" if layout.MANIFEST in names
-                else "an incomplete dataset (no manifest.json)")
+        what = _dataset_state(output, names)
         raise UsageError(f"--output {output!r} already holds {what}: {shards} shard(s), "
                          f"{', '.join(n for n in names if not layout.SHARD_RE.match(n)) or 'no other files'}. "
                          "Pass --overwrite to replace it, or choose another folder")
+
+
+def _dataset_state(output: str, names: list) -> str:
+    """A folder is a complete dataset only if its manifest reads as one: a
+    0-byte or damaged manifest.json (disk full under an older version) is not."""
+    if layout.MANIFEST not in names:
+        return "an incomplete dataset (no manifest.json)"
+    try:
+        layout.read_manifest(output)
+    except Exception as e:  # unreadable for any reason: not a success marker
+        return f"an incomplete dataset ({layout.MANIFEST} cannot be read: {str(e)[:200]})"
+    return "a complete dataset"
 
 
 def _lock_body(run_id: str, ttl_hours: float) -> bytes:
@@ -82,9 +93,10 @@ def acquire_lock(output: str, run_id: str, ttl_hours: float = 48.0, break_lock: 
 
 
 def remove_leftover_staging(output: str, run_id: str) -> None:
-    """Staging folders of earlier runs that died (we hold the lock, so no
-    other run is using them)."""
+    """Staging folders and temp files (`name.tmp-*`) of earlier runs that died
+    or failed mid-write (we hold the lock, so no other run is using them)."""
     mine = layout.STAGING_PREFIX + run_id
     for d in fsutil.list_subdirs(output):
         if d.startswith(layout.STAGING_PREFIX) and d != mine:
             fsutil.delete_tree(fsutil.join(output, d))
+    fsutil.delete(layout.leftover_temp_files(output))

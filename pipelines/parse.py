@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import posixpath
 import re
+import unicodedata
 from typing import Optional
 
 from apache_beam.io.filesystem import CompressionTypes
@@ -15,8 +17,9 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines import versions
 from pipelines.config import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, ConvertConfig, InputKind, InputSpec, LabelSource,
                               LabelSpec, LabelType, OutputSpec, ShardSpec, SplitSource, SplitSpec)
-from transforms import fsutil, tables
+from transforms import fsutil, labels, tables
 from transforms.images import STORABLE_FORMATS, ImagePolicy, Validation
+from transforms.reads import ReadPolicy
 from transforms.tfrecord_io import Compression
 from transforms.write_shards import DEFAULT_KEYS
 
@@ -25,7 +28,7 @@ class UsageError(ValueError):
     """A bad option value; the message names it and what is allowed."""
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*$", re.I)
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?i?B?)\s*$", re.I)
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40, "K": 10**3, "M": 10**6, "G": 10**9}
 
@@ -41,6 +44,9 @@ def parse_size(text: str) -> int:
     return n
 
 
+_DIGITS = re.compile(r"[0-9]{1,9}")
+
+
 def parse_pairs(text: str, flag: str) -> list[tuple[str, str]]:
     pairs = []
     for part in filter(None, (p.strip() for p in text.split(","))):
@@ -53,14 +59,17 @@ def parse_pairs(text: str, flag: str) -> list[tuple[str, str]]:
 
 def parse_num_shards(text: str) -> tuple:
     text = text.strip()
-    if not text or text == "0":
+    if not text or text.lower() == "auto":
         return ()
-    if text.isdigit():
+    if _DIGITS.fullmatch(text):
+        if int(text) < 1:
+            # 0 used to mean "auto" silently; say so instead.
+            raise UsageError(f"--num_shards {text}: expected N >= 1, or auto (the count follows from --shard_size)")
         return (("*", int(text)),)
     out = []
     for name, v in parse_pairs(text, "--num_shards"):
-        if not SPLIT_NAME.match(name) or not v.isdigit() or int(v) < 1:
-            raise UsageError(f"--num_shards {text!r}: expected N or SPLIT=N,... with N >= 1")
+        if not SPLIT_NAME.match(name) or not _DIGITS.fullmatch(v) or int(v) < 1:
+            raise UsageError(f"--num_shards {text!r}: expected N or SPLIT=N,... with N >= 1, or auto")
         out.append((name, int(v)))
     return tuple(out)
 
@@ -86,10 +95,9 @@ def parse_split(text: str, have_split_folders: bool, have_split_column: bool) ->
     for name, v in parse_pairs(text, "--split"):
         if not SPLIT_NAME.match(name):
             raise UsageError(f"--split {text!r}: split name {name!r} must be 1-64 letters, digits or '_'")
-        try:
-            f = float(v)
-        except ValueError:
-            raise UsageError(f"--split {text!r}: fraction {v!r} of {name!r} is not a number") from None
+        if not labels.is_float(v):
+            raise UsageError(f"--split {text!r}: fraction {v!r} of {name!r} is not a number")
+        f = float(v)
         if not (0 < f <= 1) or not math.isfinite(f):
             raise UsageError(f"--split {text!r}: fraction {v} of {name!r} must be in (0, 1]")
         ratios.append((name, f))
@@ -119,21 +127,29 @@ def load_label_map(path: str) -> tuple:
     else:
         names = [line.strip() for line in raw.splitlines() if line.strip()]
         pairs = [(n, i) for i, n in enumerate(names)]
+    if any(not labels.INT64_MIN <= i <= labels.INT64_MAX for _, i in pairs):
+        raise UsageError(f"--label_map {path!r}: ids must fit in an int64")
+    # Names are compared in NFC, as labels are (transforms/labels.py).
+    pairs = [(unicodedata.normalize("NFC", n), i) for n, i in pairs]
     names = [n for n, _ in pairs]
     ids = [i for _, i in pairs]
     if len(set(names)) != len(names) or len(set(ids)) != len(ids):
-        raise UsageError(f"--label_map {path!r} repeats a name or an id")
+        raise UsageError(f"--label_map {path!r} repeats a name (compared in Unicode NFC form) or an id")
     return tuple(sorted(pairs, key=lambda p: (p[1], p[0])))
 
 
-def _read_table_head(path: str, fmt: str) -> tuple[list, list]:
+def _read_table_head(path: str, fmt: str, encoding: str) -> tuple[list, list]:
     if not FileSystems.exists(path):
         raise UsageError(f"--label_table {path!r}: no such file")
+    if fsutil.is_local(path) and os.path.isdir(path):
+        raise UsageError(f"--label_table {path!r} is a folder, not a table file (for a folder of images use --input)")
     try:
         with FileSystems.open(path, compression_type=CompressionTypes.AUTO) as f:
-            return tables.read_columns(tables.text_stream(f), fmt)
-    except (tables.TableError, UnicodeDecodeError) as e:
+            return tables.read_columns(tables.text_stream(f, encoding), fmt)
+    except (tables.TableError, UnicodeError) as e:
         raise UsageError(f"--label_table {path!r}: {e}") from None
+    except (OSError, EOFError) as e:  # unreadable, or a damaged .gz
+        raise UsageError(f"--label_table {path!r} cannot be read: {getattr(e, 'strerror', None) or e}") from None
 
 
 def build_config(o, run_id: str, progress: bool = False) -> ConvertConfig:
@@ -155,9 +171,10 @@ def build_config(o, run_id: str, progress: bool = False) -> ConvertConfig:
     elif o.version or o.republish_unchanged:
         raise UsageError("--version and --republish_unchanged need --versioned")
     keys = _feature_keys(o.feature_keys, inputs.extra_columns)
+    shards = _shard_spec(o)
     return ConvertConfig(
         inputs=inputs, labels=_label_spec(o, label_from, inputs, previous), splits=split,
-        images=_image_policy(o), shards=_shard_spec(o),
+        images=_image_policy(o, _read_once(o.reads_per_image, inputs, shards)), shards=shards,
         output=_output_spec(o, run_id, keys, progress, previous_version, previous),
         max_reject_fraction=_fraction(o.max_reject_fraction))
 
@@ -175,9 +192,23 @@ def _folder_input(o) -> tuple[InputSpec, SplitSpec, str]:
         raise UsageError(f"--split folders: {o.input!r} has no sub-folders to name the splits")
     if o.label_from == "table":
         raise UsageError("--label_from table needs a --label_table")
+    _refuse_split_folders_as_classes(o, subdirs, split_folders, split)
     include = tuple(p.strip() for p in o.include.split(",") if p.strip()) or ("*",)
     inputs = InputSpec(InputKind.FOLDER, root, include=include, split_folders=split.source is SplitSource.FOLDERS)
     return inputs, split, o.label_from
+
+
+def _refuse_split_folders_as_classes(o, subdirs: list, split_folders: bool, split: SplitSpec) -> None:
+    """Top folders train/ val/ under ratio or single-name splits would become
+    the class labels ("train", "val") of every image: refuse, saying how to go on."""
+    folder_labels = o.label_from == "folder" or (o.label_from == "auto" and not o.label_regex)
+    if not split_folders or split.source is SplitSource.FOLDERS or not folder_labels or o.label_depth != 1:
+        return
+    shown = ", ".join(sorted(d + "/" for d in subdirs))
+    raise UsageError(f"--split {o.split}: the top folders of --input ({shown}) look like splits, so every image "
+                     f"would be labelled with its split folder's name. Use --split folders to keep those splits "
+                     f"(the class is the folder below them), or, to draw new splits over all images with the class "
+                     f"one level down, add --label_depth 2")
 
 
 def _table_input(o) -> tuple[InputSpec, SplitSpec, str]:
@@ -186,7 +217,11 @@ def _table_input(o) -> tuple[InputSpec, SplitSpec, str]:
         fmt = tables.table_format(table)
     except tables.TableError as e:
         raise UsageError(str(e)) from None
-    columns, sample = _read_table_head(table, fmt)
+    try:
+        encoding = tables.check_encoding(o.table_encoding)
+    except tables.TableError as e:
+        raise UsageError(str(e)) from None
+    columns, sample = _read_table_head(table, fmt, encoding)
     label_from = o.label_from
     try:
         path_col = tables.pick_column(columns, o.path_column, tables.PATH_COLUMNS, "path")
@@ -195,7 +230,11 @@ def _table_input(o) -> tuple[InputSpec, SplitSpec, str]:
         split_col = tables.pick_column(columns, o.split_column, tables.SPLIT_COLUMNS, "split",
                                        required=o.split == "column")
     except tables.TableError as e:
-        raise UsageError(f"--label_table {o.label_table!r}: {e}") from None
+        hint = ""
+        if fmt != "jsonl" and any(labels.is_float(c) for c in columns):
+            hint = (f". Its first row {columns[:4]} looks like data: the first row must be a header naming the "
+                    "columns, e.g. filename,label")
+        raise UsageError(f"--label_table {o.label_table!r}: {e}{hint}") from None
     rest = [c for c in columns if c and c not in (path_col, split_col)]
     if not label_col and not o.label_column and len(rest) == 1 and label_from in ("auto", "table"):
         label_col = rest[0]  # a two-column table: path and label
@@ -216,7 +255,8 @@ def _table_input(o) -> tuple[InputSpec, SplitSpec, str]:
     # A table naming files without extensions (ids) is joined with a listing of the image root.
     resolve_ids = any(r.get(path_col) and not tables.has_image_extension(r[path_col]) for r in sample)
     inputs = InputSpec(InputKind.TABLE, fsutil.normalize_root(o.image_root or posixpath.dirname(table)),
-                       table=table, table_format=fmt, path_column=path_col, label_column=label_col,
+                       table=table, table_format=fmt, table_encoding=encoding, path_column=path_col,
+                       label_column=label_col,
                        split_column=split_col, extra_columns=extras, resolve_ids=resolve_ids,
                        allow_absolute_paths=o.allow_absolute_paths)
     return inputs, split, label_from
@@ -251,6 +291,8 @@ def _label_spec(o, label_from: str, inputs: InputSpec, previous: Optional[dict] 
             raise UsageError(f"--label_regex {o.label_regex!r} is not a valid regular expression: {e}") from None
     if source is LabelSource.FOLDER and o.label_depth == 0:
         raise UsageError("--label_depth 0 names no folder; use 1 for root/<class>/..., -1 for the image's folder")
+    if not -(2**62) <= o.label_offset <= 2**62:
+        raise UsageError(f"--label_offset {o.label_offset} is out of range (class ids are int64)")
     frozen = load_label_map(o.label_map) if o.label_map else None
     carried = (previous or {}).get("label_map", {})
     if frozen is None and carried.get("kind") == "class" and o.label_type in ("auto", "class"):
@@ -266,7 +308,16 @@ def _label_spec(o, label_from: str, inputs: InputSpec, previous: Optional[dict] 
                      extend_map=o.extend_label_map, offset=o.label_offset, split_folders=inputs.split_folders)
 
 
-def _image_policy(o) -> ImagePolicy:
+def _read_once(choice: str, inputs: InputSpec, shards: ShardSpec) -> bool:
+    """Whether each image is read once (validated as it is written). Planning
+    shards before validation needs every file's size (a folder listing gives
+    them, a table does not) or a --num_shards for every split."""
+    if choice != "auto":
+        return choice == "1"
+    return inputs.kind is InputKind.FOLDER or "*" in dict(shards.num_shards)
+
+
+def _image_policy(o, read_once: bool = True) -> ImagePolicy:
     formats = frozenset(f.strip().lower().replace("jpg", "jpeg") for f in o.output_formats.split(",") if f.strip())
     bad = formats - set(STORABLE_FORMATS)
     if not formats or bad:
@@ -276,10 +327,17 @@ def _image_policy(o) -> ImagePolicy:
         raise UsageError(f"--jpeg_quality {o.jpeg_quality} must be 1..100")
     if o.max_pixels < 1:
         raise UsageError(f"--max_pixels {o.max_pixels} must be positive")
+    for flag, value in (("max_file_bytes", o.max_file_bytes), ("io_timeout", o.io_timeout)):
+        if not value > 0:
+            raise UsageError(f"--{flag} {value} must be positive")
+    if not 0 <= o.reads_in_flight <= 1024:
+        raise UsageError(f"--reads_in_flight {o.reads_in_flight} must be 0 (automatic) to 1024")
+    reads = ReadPolicy(in_flight=o.reads_in_flight, timeout=o.io_timeout, max_file_bytes=o.max_file_bytes,
+                       once=read_once)
     return ImagePolicy(validation=Validation(o.validate), output_formats=formats,
                        reencode="" if o.reencode == "off" else o.reencode,
                        max_pixels=o.max_pixels, jpeg_quality=o.jpeg_quality,
-                       apply_orientation=o.exif_orientation == "apply")
+                       apply_orientation=o.exif_orientation == "apply", reads=reads)
 
 
 def _shard_spec(o) -> ShardSpec:

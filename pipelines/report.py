@@ -1,6 +1,8 @@
 """What a local run shows: a progress line while it runs, a summary at the end."""
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import threading
 import time
@@ -9,12 +11,74 @@ from transforms import fsutil, layout
 from transforms.progress import read_totals
 
 
+def plural(n: int, word: str, many: str = "") -> str:
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
 def human_bytes(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1000 or unit == "TB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return f"{n:.1f} TB"
+
+
+@contextlib.contextmanager
+def workers_stderr_to_log(enabled: bool = True):
+    """Processes started inside (the local workers) write their stderr to
+    /dev/null instead of the terminal: Beam's SDK worker prints the traceback
+    of every failed bundle there, and the run's failure is reported once, as
+    one line, by the main process (--debug leaves stderr alone). This
+    process's own Python-level stderr (the progress line, messages) still
+    reaches the terminal."""
+    if not enabled:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    # Discarded, not kept in a file: a run killed with SIGKILL would leave the file behind.
+    fd = os.open(os.devnull, os.O_WRONLY)
+    real = sys.stderr
+    try:
+        own_fd2 = real.fileno() == 2
+    except (AttributeError, OSError, ValueError):  # already captured elsewhere (e.g. by pytest)
+        own_fd2 = False
+    if own_fd2:
+        sys.stderr = open(os.dup(saved), "w", encoding=real.encoding, errors="backslashreplace", buffering=1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        if own_fd2:
+            sys.stderr.close()
+            sys.stderr = real
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+class TracebackFilter:
+    """A stderr that drops the tracebacks Beam's in-process SDK worker prints
+    for a failed bundle (the failure reaches the caller as an exception and is
+    reported once); everything else passes through."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._dropped = False
+
+    def write(self, text: str) -> int:
+        if text.startswith("Traceback (most recent call last):"):
+            self._dropped = True
+            return len(text)
+        if self._dropped and text == "\n":  # print()'s line end after the dropped text
+            self._dropped = False
+            return len(text)
+        self._dropped = False
+        return self._stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 class ProgressLine:
@@ -76,6 +140,12 @@ def print_summary(output: str, seconds: float, out=None) -> None:
     for name, s in m["splits"].items():
         print(f"{name:<14}{s['records']:>10,}{s['num_shards']:>8}{human_bytes(s['bytes']):>12}  "
               f"{fsutil.join(output, s['pattern'])}", file=out)
+    for name, s in m["splits"].items():
+        empty = sum(1 for e in s["shards"] if not e["records"])
+        if empty:
+            # The count asked for is kept (file names promise -of-N), but say so.
+            print(f"warning: split {name}: {plural(s['num_shards'], 'shard')} for {plural(s['records'], 'record')}; "
+                  f"{plural(empty, 'shard')} {'is' if empty == 1 else 'are'} empty", file=sys.stderr)
     line = (f"listed {c['listed']:,} = written {c['written']:,} + rejected {c['rejected']:,}"
             + (f" + not selected {c['not_selected']:,}" if c["not_selected"] else ""))
     print(line, file=out)
@@ -87,7 +157,7 @@ def print_summary(output: str, seconds: float, out=None) -> None:
         print("not listed: " + ", ".join(f"{k} {v:,}" for k, v in excluded.items()), file=out)
     lm = m["label_map"]
     if lm["kind"] in ("class", "int"):
-        print(f"labels: {len(lm['classes']):,} classes ({lm['kind']}), map in "
+        print(f"labels: {plural(len(lm['classes']), 'class', 'classes')} ({lm['kind']}), map in "
               f"{fsutil.join(output, layout.LABEL_MAP)}", file=out)
     elif lm["kind"] == "float":
         print("labels: float regression targets (image/target)", file=out)

@@ -5,18 +5,24 @@ the manifest exists and its counts reconcile; the folder holds exactly the
 manifest's shards (a stale shard would be read by a `train-*` glob); every
 record's framing and both CRCs; every Example parses with the manifest's
 feature types (tfx-bsl's Arrow decoder, in C++); every image's bytes match its
-recorded sha256; each shard's record count, byte size and sha256 match.
+recorded sha256; each shard's record count, byte size and CRC32C match;
+each label id is in the label map and matches its text; each split's label
+counts match the manifest's; no file is written twice (image/filename);
+with --decode, every image decodes with TensorFlow to its recorded shape.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import sys
 from typing import Optional
 
-from pipelines.report import human_bytes
+import google_crc32c
+
+from pipelines.report import human_bytes, plural
 from transforms import fsutil, layout
-from transforms.tfrecord_io import Compression, RecordError, iter_records
+from transforms.tfrecord_io import Compression, RecordError, crc32c_text, iter_records
 
 _BATCH = 256
 
@@ -34,18 +40,31 @@ class Report:
 
 
 class _Hashing:
-    """A read() view of a file that hashes and counts the raw bytes read."""
+    """A read() view of a file that checksums and counts the raw bytes read:
+    CRC32C, or SHA-256 for a manifest written before 0.3."""
 
-    def __init__(self, f):
+    def __init__(self, f, sha256: bool = False):
         self._f = f
-        self.sha = hashlib.sha256()
+        self.sha = hashlib.sha256() if sha256 else None
+        self.crc = 0
         self.size = 0
 
     def read(self, n: int = -1) -> bytes:
         data = self._f.read(n)
-        self.sha.update(data)
+        if self.sha is not None:
+            self.sha.update(data)
+        else:
+            self.crc = google_crc32c.extend(self.crc, data)
         self.size += len(data)
         return data
+
+    def mismatch(self, entry: dict) -> str:
+        """Why the checksum differs from the manifest's, or ""."""
+        if self.sha is not None:
+            got, want, kind = self.sha.hexdigest(), entry["sha256"], "sha256"
+        else:
+            got, want, kind = crc32c_text(self.crc), entry["crc32c"], "crc32c"
+        return "" if got == want else f"{kind} {got} does not match the manifest's {want}"
 
 
 def example_decoder(features: dict):
@@ -59,9 +78,33 @@ def example_decoder(features: dict):
     return example_coder.ExamplesToRecordBatchDecoder(schema.SerializeToString())
 
 
-def _check_batch(decoder, batch: list, name: str, roles: dict, labels: Optional[set], report: Report,
-                 deep: bool) -> None:
-    """Parses a batch of (index, offset, bytes); checks sha256 and labels."""
+@dataclasses.dataclass
+class _Checks:
+    """What the records are held to beyond their shard: the label map, label
+    counts per split, one record per file, and (--decode) a decodable image."""
+    roles: dict
+    kind: str = "none"                       # the label map's kind
+    classes: dict = dataclasses.field(default_factory=dict)   # name -> id
+    offset: int = 0
+    deep: bool = True
+    decode: bool = False
+    split: str = ""
+    label_counts: dict = dataclasses.field(default_factory=dict)  # split -> Counter of label ids
+    # 8-byte digest of each image/filename -> (shard name, record index): ~100 bytes a record
+    seen: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def ids(self) -> Optional[set]:
+        return set(self.classes.values()) if self.kind == "class" else None
+
+
+def _first(col, j):
+    v = col[j].as_py() if col is not None else None
+    return v[0] if v else None
+
+
+def _check_batch(decoder, batch: list, name: str, checks: _Checks, report: Report) -> None:
+    """Parses a batch of (index, offset, bytes); checks each record."""
     try:
         rb = decoder.DecodeBatch([data for _, _, data in batch])
     except Exception:  # find the record that does not parse
@@ -74,39 +117,108 @@ def _check_batch(decoder, batch: list, name: str, roles: dict, labels: Optional[
                 return
         return
     cols = {rb.schema.field(i).name: rb.column(i) for i in range(rb.num_columns)}
-    enc, key, lab = cols.get(roles.get("encoded")), cols.get(roles.get("sha256")), cols.get(roles.get("label"))
+    roles = checks.roles
+    col = {role: cols.get(roles.get(role)) for role in ("encoded", "sha256", "label", "text", "filename",
+                                                          "height", "width", "channels")}
+    counts = checks.label_counts.setdefault(checks.split, collections.Counter())
+    ids = checks.ids
     for j, (index, offset, _) in enumerate(batch):
-        if deep and enc is not None and key is not None:
-            img, want = enc[j].as_py(), key[j].as_py()
-            if not img or not want or hashlib.sha256(img[0]).hexdigest().encode() != want[0]:
-                report.errors.append(f"{name}: record {index} at byte offset {offset}: image bytes do not match "
-                                     "their recorded sha256")
-        if labels is not None and lab is not None:
-            v = lab[j].as_py()
-            if not v or v[0] not in labels:
-                report.errors.append(f"{name}: record {index} at byte offset {offset}: label {v} is not in the "
-                                     "manifest's label map")
+        where = f"{name}: record {index} at byte offset {offset}"
+        img = _first(col["encoded"], j)
+        if checks.deep and col["encoded"] is not None and col["sha256"] is not None:
+            want = _first(col["sha256"], j)
+            if not img or not want or hashlib.sha256(img).hexdigest().encode() != want:
+                report.errors.append(f"{where}: image bytes do not match their recorded sha256")
+        label = _first(col["label"], j)
+        if col["label"] is not None:
+            counts[label] += 1
+            if ids is not None and label not in ids:
+                report.errors.append(f"{where}: label {label} is not in the manifest's label map")
+            text = _first(col["text"], j)
+            if col["text"] is not None and label is not None and not _label_matches(checks, label, text):
+                shown = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+                report.errors.append(f"{where}: label id {label} does not match its text {shown!r} in the label map")
+        filename = _first(col["filename"], j)
+        if filename is not None:
+            key = int.from_bytes(hashlib.blake2b(filename, digest_size=8).digest(), "big")
+            first = checks.seen.setdefault(key, (name, index))
+            if first != (name, index):
+                shown = filename.decode("utf-8", "replace")
+                report.errors.append(f"{where}: a duplicate of {first[0]} record {first[1]} (same image/filename "
+                                     f"{shown!r})")
+        if checks.decode and img is not None:
+            problem = _decode_problem(img, [_first(col[k], j) for k in ("height", "width", "channels")])
+            if problem:
+                report.errors.append(f"{where}: {problem}")
 
 
-def verify_shard(output: str, entry: dict, compression: Compression, decoder, roles: dict,
-                 labels: Optional[set], report: Report, deep: bool = True) -> None:
+def _label_matches(checks: _Checks, label: int, text: Optional[bytes]) -> bool:
+    if text is None:
+        return False
+    try:
+        t = text.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    if checks.kind == "class":
+        return checks.classes.get(t) == label
+    if checks.kind == "int":
+        try:
+            return int(t) + checks.offset == label
+        except ValueError:
+            return False
+    return True
+
+
+def _decode_problem(img: bytes, shape: list) -> str:
+    """What is wrong when TensorFlow decodes the image ("" if nothing)."""
+    import tensorflow as tf
+    try:
+        t = tf.io.decode_image(img, expand_animations=False)
+    except Exception as e:  # tf raises InvalidArgumentError and others
+        return f"TensorFlow cannot decode the image: {str(e).splitlines()[0][:200]}"
+    if t.shape.rank != 3:
+        return f"the image decodes to a {t.shape.rank}-D tensor, not 3-D"
+    got = list(t.shape)
+    if all(v is not None for v in shape) and got != shape:
+        return f"the image decodes to height, width, channels {got}, the record says {shape}"
+    return ""
+
+
+def _check_label_counts(m: dict, checks: _Checks, report: Report) -> None:
+    if checks.kind not in ("class", "int") or checks.roles.get("label") not in m["features"]:
+        return
+    names = {i: n for n, i in checks.classes.items()}
+    for split, s in m["splits"].items():
+        got = {names.get(i, str(i)): c for i, c in checks.label_counts.get(split, {}).items()}
+        want = s.get("label_counts")
+        if not isinstance(want, dict):
+            report.errors.append(f"split {split!r}: the manifest has no label_counts")
+        elif got != want:
+            diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+            shown = ", ".join(f"{k!r}: {got.get(k, 0)} read, {want.get(k, 0)} in the manifest" for k in diff[:5])
+            report.errors.append(f"split {split!r}: label counts differ from the manifest's ({shown}"
+                                 f"{', ...' if len(diff) > 5 else ''})")
+
+
+def verify_shard(output: str, entry: dict, compression: Compression, decoder, checks: _Checks,
+                 report: Report) -> None:
     name = entry["name"]
     path = fsutil.join(output, name)
     count = 0
     with fsutil.open_read(path) as raw:
-        f = _Hashing(raw)
+        f = _Hashing(raw, sha256="crc32c" not in entry)
         batch: list = []
         try:
             for offset, data in iter_records(f, compression):
                 batch.append((count, offset, data))
                 count += 1
                 if len(batch) >= _BATCH:
-                    _check_batch(decoder, batch, name, roles, labels, report, deep)
+                    _check_batch(decoder, batch, name, checks, report)
                     batch = []
         except RecordError as e:
             report.errors.append(f"{name}: {e}")
         if batch:
-            _check_batch(decoder, batch, name, roles, labels, report, deep)
+            _check_batch(decoder, batch, name, checks, report)
         while f.read(1 << 20):  # hash any bytes left after damage
             pass
     if count != entry["records"]:
@@ -114,21 +226,21 @@ def verify_shard(output: str, entry: dict, compression: Compression, decoder, ro
                              "(a shard cut at a record boundary, or records added)")
     if f.size != entry["bytes"]:
         report.errors.append(f"{name}: {f.size} bytes, the manifest says {entry['bytes']}")
-    if f.sha.hexdigest() != entry["sha256"]:
-        report.errors.append(f"{name}: sha256 {f.sha.hexdigest()} does not match the manifest's {entry['sha256']}")
+    why = f.mismatch(entry)
+    if why:
+        report.errors.append(f"{name}: {why}")
     report.shards += 1
     report.records += count
     report.bytes += f.size
 
 
-def verify_output(output: str, deep: bool = True, log=None) -> Report:
+def verify_output(output: str, deep: bool = True, log=None, decode: bool = False) -> Report:
     output = fsutil.normalize_root(output)
     report = Report()
     try:
         m = layout.read_manifest(output)
     except FileNotFoundError:
-        report.errors.append(f"{output}: no {layout.MANIFEST}: not a complete output (a conversion that did not "
-                             "finish, or not a dataset)")
+        report.errors.append(_no_manifest(output))
         return report
     except Exception as e:
         report.errors.append(f"{layout.MANIFEST} cannot be read: {e}")
@@ -148,17 +260,39 @@ def verify_output(output: str, deep: bool = True, log=None) -> Report:
         report.errors.append(f"{n}: a shard file not in the manifest (stale, or from another run); a glob would "
                              "read it")
     _check_rejects(output, c["rejected"], report)
-    compression = Compression(m.get("compression", "none"))
+    try:
+        compression = Compression(m.get("compression", "none"))
+    except ValueError:
+        report.errors.append(f"{layout.MANIFEST}: unknown compression {m.get('compression')!r}")
+        return report
     decoder = example_decoder(m["features"])
-    roles = m.get("feature_roles", {})
     lm = m.get("label_map", {})
-    labels = set(lm.get("classes", {}).values()) if lm.get("kind") == "class" else None
-    for e in entries:
-        if e["name"] in present:
-            verify_shard(output, e, compression, decoder, roles, labels, report, deep)
-            if log:
-                log(f"  {e['name']}: {e['records']:,} records, {human_bytes(e['bytes'])}")
+    offset = lm.get("offset", 0)
+    checks = _Checks(roles=m.get("feature_roles", {}), kind=lm.get("kind", "none"), classes=lm.get("classes", {}),
+                     offset=offset if type(offset) is int else 0, deep=deep, decode=decode)  # noqa: E721
+    for split, s in m["splits"].items():
+        checks.split = split
+        for e in s["shards"]:
+            if e["name"] in present:
+                verify_shard(output, e, compression, decoder, checks, report)
+                if log:
+                    log(f"  {e['name']}: {e['records']:,} records, {human_bytes(e['bytes'])}")
+    _check_label_counts(m, checks, report)
     return report
+
+
+def _no_manifest(output: str) -> str:
+    """Why there is nothing to verify; for a --versioned root, which version to verify."""
+    try:
+        version = fsutil.read_bytes(fsutil.join(output, layout.LATEST)).decode("utf-8").strip()
+    except Exception:  # no LATEST either
+        version = ""
+    if version:
+        return (f"{output} is a dataset root of versions (--versioned): it has {layout.LATEST}, which names "
+                f"{version!r}, and no {layout.MANIFEST} of its own. Verify that version: tfrecords verify "
+                f"{fsutil.join(output, version)}")
+    return (f"{output}: no {layout.MANIFEST}: not a complete output (a conversion that did not finish, or not a "
+            "dataset)")
 
 
 def _check_rejects(output: str, expected: int, report: Report) -> None:
@@ -178,13 +312,15 @@ def main(argv: Optional[list] = None) -> int:
     ap.add_argument("--fast", action="store_true", help="skip re-hashing every image (framing, CRCs, parsing, "
                     "counts and shard checksums are still checked)")
     ap.add_argument("--quiet", action="store_true", help="print only problems and the verdict")
+    ap.add_argument("--decode", action="store_true", help="also decode every image with TensorFlow "
+                    "(tf.io.decode_image) and check its height, width and channels against the record; slower")
     args = ap.parse_args(argv)
-    report = verify_output(args.output, deep=not args.fast, log=None if args.quiet else print)
+    report = verify_output(args.output, deep=not args.fast, log=None if args.quiet else print, decode=args.decode)
     for err in report.errors:
         print(f"ERROR {err}", file=sys.stderr)
     if report.ok:
-        print(f"OK: {report.shards} shards, {report.records:,} records, {human_bytes(report.bytes)} match the "
-              "manifest")
+        print(f"OK: {plural(report.shards, 'shard')}, {plural(report.records, 'record')}, "
+              f"{human_bytes(report.bytes)} match the manifest")
         return 0
     print(f"FAILED: {len(report.errors)} problem(s) in {args.output}", file=sys.stderr)
     return 1

@@ -54,6 +54,26 @@ def sha256_file(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def shard_checksums(path: str) -> dict:
+    """A shard file's whole-file checksums as a manifest may record them."""
+    import base64
+
+    import google_crc32c
+    with open(path, "rb") as f:
+        data = f.read()
+    return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
+            "crc32c": base64.b64encode(google_crc32c.Checksum(data).digest()).decode()}
+
+
+def assert_shard_matches(out: str, entry: dict) -> None:
+    """The shard file matches its manifest entry: size and the recorded checksum."""
+    got = shard_checksums(os.path.join(out, entry["name"]))
+    keys = [k for k in ("sha256", "crc32c") if k in entry]
+    assert keys, entry
+    for k in ["bytes"] + keys:
+        assert got[k] == entry[k], (entry["name"], k)
+
+
 def convert(*args, in_memory: bool = True) -> int:
     """Runs a conversion in this process on the local runner."""
     from pipelines.convert import run
@@ -108,6 +128,42 @@ def scalar(row: dict, key: str):
     v = row[key]
     assert len(v) == 1, (key, v)
     return v[0].decode("utf-8") if isinstance(v[0], bytes) else v[0]
+
+
+def read_all(out: str) -> tuple[dict, dict]:
+    """Every record of every split, read back with read_examples: ({filename: row},
+    {filename: split}). A filename written twice fails."""
+    rows, splits = {}, {}
+    for split in manifest(out)["splits"]:
+        for r in read_examples(out, split):
+            rel = scalar(r, "image/filename")
+            assert rel not in rows, f"{rel} written twice"
+            rows[rel], splits[rel] = r, split
+    return rows, splits
+
+
+def check_against_source(out: str, expected: dict, source, label_key: str = "image/class/text") -> dict:
+    """Reads every shard of `out` back with TensorFlow and holds it against the source:
+    exactly the files of `expected` ({relative path: label}) are written, each with its
+    label (a float label is compared to 1e-6), the source's bytes unchanged and their
+    sha256. `source` is a folder, or a function from relative path to bytes.
+    Returns {filename: row}."""
+    rows, _ = read_all(out)
+    assert set(rows) == set(expected), (sorted(set(rows) - set(expected)), sorted(set(expected) - set(rows)))
+    for rel, r in rows.items():
+        want, got = expected[rel], scalar(r, label_key)
+        if isinstance(want, float):
+            assert got == pytest.approx(want, rel=1e-6), rel
+        else:
+            assert got == want, (rel, got, want)
+        if callable(source):
+            data = source(rel)
+        else:
+            with open(os.path.join(source, rel), "rb") as f:
+                data = f.read()
+        assert r["image/encoded"][0] == data, f"{rel}: written bytes differ from the source"
+        assert scalar(r, "image/key/sha256") == hashlib.sha256(data).hexdigest(), rel
+    return rows
 
 
 @pytest.fixture

@@ -38,16 +38,24 @@ def _png_16bit() -> bytes:
     return buf.getvalue()
 
 
+GIF_FRAMES = [((30, 20), (255, 0, 0)), ((50, 40), (0, 0, 255)), ((10, 60), (0, 255, 0))]  # (w, h), colour
+
+
 def _gif_animated() -> bytes:
-    frames = [Image.fromarray((np.random.RandomState(i).rand(20, 30, 3) * 255).astype("uint8")).convert("P")
-              for i in range(3)]
+    """Three frames of different sizes and colours: the first is a 30x20 red one."""
+    frames = [Image.new("RGB", size, colour).convert("P") for size, colour in GIF_FRAMES]
     buf = io.BytesIO()
     frames[0].save(buf, "GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
     return buf.getvalue()
 
 
 def _exif_rotated() -> bytes:
-    im = Image.fromarray((np.random.RandomState(5).rand(30, 50, 3) * 255).astype("uint8"))
+    """Stored 50x30, black with a white 20x12 block in the stored top-left corner.
+    Orientation 6 means: rotate 90 degrees clockwise to display, which moves that
+    corner to the top right (counter-clockwise would move it to the bottom left)."""
+    arr = np.zeros((30, 50, 3), "uint8")
+    arr[:12, :20] = 255
+    im = Image.fromarray(arr)
     exif = Image.Exif()
     exif[0x0112] = 6  # rotate 90 CW to display
     buf = io.BytesIO()

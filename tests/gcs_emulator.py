@@ -3,46 +3,41 @@ tests themselves, and helpers to move files in and out of it."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
 BUCKET = "tfrecords-test"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def start_emulator(bucket: str = BUCKET):
+    """The threaded emulator (tests/gcs_server.py) in its own process: (process, url)."""
+    proc = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gcs_server.py"),
+                             "--bucket", bucket], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = proc.stdout.readline().decode()
+    if not line.startswith("port "):
+        proc.kill()
+        raise RuntimeError(f"the GCS emulator did not start: {line!r} {proc.stderr.read().decode()[-2000:]}")
+    return proc, f"http://127.0.0.1:{int(line.split()[1])}"
+
+
+def point_clients_at(url: str) -> None:
+    """Every client (ours, Beam's, the workers' started after this) talks to `url`."""
+    os.environ["STORAGE_EMULATOR_HOST"] = url
+    os.environ["GOOGLE_CLOUD_PROJECT"] = "test-project"
+    from transforms import fsutil
+    fsutil._anonymous_gcs_for_emulator()  # this process imported fsutil before the variable was set
+    fsutil.reset_clients()
 
 
 @pytest.fixture(scope="session")
 def gcs():
     """Starts the emulator and points every client (ours, Beam's, the workers')
     at it with STORAGE_EMULATOR_HOST. Yields the test bucket's name."""
-    port = _free_port()
-    exe = os.path.join(os.path.dirname(sys.executable), "gcp-storage-emulator")
-    proc = subprocess.Popen([exe, "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory",
-                             "--default-bucket", BUCKET, "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.time() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                proc.kill()
-                raise RuntimeError(f"the GCS emulator did not start: {proc.stderr.read().decode()[-2000:]}")
-            time.sleep(0.1)
+    proc, url = start_emulator()
     old = {k: os.environ.get(k) for k in ("STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
-    os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{port}"
-    os.environ["GOOGLE_CLOUD_PROJECT"] = "test-project"
-    from transforms import fsutil
-    fsutil._anonymous_gcs_for_emulator()  # this process imported fsutil before the variable was set
-    fsutil._GCS_CLIENT = None
+    point_clients_at(url)
     try:
         yield BUCKET
     finally:
@@ -53,7 +48,23 @@ def gcs():
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        fsutil._GCS_CLIENT = None
+        from transforms import fsutil
+        fsutil.reset_clients()
+
+
+@pytest.fixture
+def gcs_proxied(gcs):
+    """The emulator behind tests/gcs_proxy.py (GCS's precondition and
+    generation rules enforced; latency and faults settable with
+    `proxy.set(...)`). Yields the proxy; the bucket is BUCKET."""
+    from gcs_proxy import GcsProxy
+    direct = os.environ["STORAGE_EMULATOR_HOST"]
+    with GcsProxy(direct) as proxy:
+        point_clients_at(proxy.url)
+        try:
+            yield proxy
+        finally:
+            point_clients_at(direct)
 
 
 def bucket():

@@ -42,11 +42,11 @@ def test_bench_runs_end_to_end(tmp_path):
         assert r["returncode"] == 0 and r["ok"] and r["records"] == r["images"], r
         for key in ("wall_s", "cpu_s", "peak_rss_mb"):
             assert r[key] > 0, (key, r)
-        assert r["samples"] >= 1 and r["peak_procs"] >= 1
-        assert "busy_cores_mid" in r and "timeline_cores" in r and "foreign_cores" in r and r["peak_breakdown"]
-    # our converter runs several processes, and all of them are found (a pool that lives
-    # ~0.1 s on this tiny data may be missed by the 25 ms scans, so only ours is checked)
-    assert all(r["procs_seen"] > 2 for r in runs if r["variant"].startswith("ours_"))
+        # What the 25 ms /proc scans saw depends on timing, so only its presence is checked
+        # here; test_tree_sampler_finds_every_process checks the scan itself.
+        for key in ("samples", "peak_procs", "procs_seen", "busy_cores_mid", "timeline_cores", "foreign_cores",
+                    "peak_breakdown"):
+            assert key in r, (key, r)
     # outputs are removed after each run
     assert not any((tmp_path / "data" / "_work" / v).exists() for v in DEFAULT_VARIANTS)
 
@@ -75,3 +75,28 @@ def test_bench_runs_end_to_end(tmp_path):
     for step in ("read", "header probe", "full validate", "sha256", "Example build", "framing+CRC", "write"):
         assert res["steps_us_per_image"][step]["us_median"] > 0, step
     assert set(res["overhead"]) >= {"ours_header", "ours_full"}
+
+
+def test_tree_sampler_finds_every_process():
+    """One /proc scan finds every process of a tree (a parent and three children that
+    stay alive until the test ends them), with their memory: deterministic, where the
+    bench's own 25 ms sampling of short runs is not."""
+    from bench.procmon import TreeSampler
+    code = ("import subprocess, sys, time\n"
+            "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']) for _ in range(3)]\n"
+            "print(' '.join(str(k.pid) for k in kids), flush=True)\n"
+            "time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    kids: set = set()
+    try:
+        kids = {int(p) for p in parent.stdout.readline().split()}
+        assert len(kids) == 3
+        sampler = TreeSampler(parent.pid)
+        sampler.scan()
+        assert kids <= sampler.pids_seen and sampler.peak_procs >= 3 and len(sampler.samples) == 1
+        assert sampler.peak_rss > 0 and {p for p, *_ in sampler.peak_breakdown} >= kids
+    finally:
+        for pid in kids:
+            os.kill(pid, 9)
+        parent.kill()
+        parent.wait()

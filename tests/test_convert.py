@@ -1,6 +1,5 @@
 """End-to-end conversions on the local Beam runner, read back with TensorFlow:
 every input form, label rules, key renaming, splits, shard rules, rejects."""
-import collections
 import csv
 import hashlib
 import json
@@ -8,8 +7,8 @@ import os
 
 import pytest
 
-from conftest import (convert, image_bytes, make_tree, manifest, read_examples, scalar, sha256_file, shard_files,
-                      write)
+from conftest import (check_against_source, convert, read_all, image_bytes, make_tree, manifest, read_examples, scalar,
+                      assert_shard_matches, shard_files, write)
 
 
 def by_filename(rows, key="image/filename"):
@@ -26,13 +25,15 @@ def check_sources(rows, root):
         assert scalar(r, "image/key/sha256") == hashlib.sha256(raw).hexdigest()
 
 
-def test_folder_tree_end_to_end(tmp_path):
+@pytest.mark.parametrize("in_memory", [True, False], ids=["in_memory", "default_multi_process"])
+def test_folder_tree_end_to_end(tmp_path, in_memory):
+    """Also on the default users get: the multi-process local runner on all cores."""
     root, out = str(tmp_path / "images"), str(tmp_path / "out")
     labels = make_tree(root, per_class=7)
     write(os.path.join(root, "cat", "really_a_png.jpg"), image_bytes(20, 10, fmt="PNG", seed=9))
     write(os.path.join(root, "dog", "gray.jpg"), image_bytes(20, 10, mode="L", seed=8))
     labels.update({"cat/really_a_png.jpg": "cat", "dog/gray.jpg": "dog"})
-    assert convert("--input", root, "--output", out, "--num_shards", "3") == 0
+    assert convert("--input", root, "--output", out, "--num_shards", "3", in_memory=in_memory) == 0
 
     m = manifest(out)
     rows = read_examples(out, "train")
@@ -44,6 +45,7 @@ def test_folder_tree_end_to_end(tmp_path):
         assert scalar(r, "image/class/text") == labels[rel]
         assert scalar(r, "image/class/label") == ids[labels[rel]]
     check_sources(rows, root)
+    check_against_source(out, labels, root)
     assert scalar(got["cat/really_a_png.jpg"], "image/format") == "png"
     assert scalar(got["dog/gray.jpg"], "image/channels") == 1
     assert scalar(got["dog/gray.jpg"], "image/colorspace") == "Grayscale"
@@ -53,7 +55,7 @@ def test_folder_tree_end_to_end(tmp_path):
     with open(os.path.join(out, "label_map.json")) as f:
         assert json.load(f) == ids
     for s in m["splits"]["train"]["shards"]:
-        assert sha256_file(os.path.join(out, s["name"])) == s["sha256"]
+        assert_shard_matches(out, s)
     assert m["splits"]["train"]["label_counts"] == {"bird": 7, "cat": 8, "dog": 8}
 
 
@@ -110,11 +112,8 @@ def test_regression_table_with_extensionless_ids_tsv_and_jsonl(tmp_path):
                        "--max_reject_fraction", "0.2") == 0
         m = manifest(out)
         assert m["label_map"]["kind"] == "float" and m["features"]["image/target"] == "float"
-        rows = read_examples(out, "train")
-        assert len(rows) == 6
-        for r in rows:
-            stem = os.path.splitext(scalar(r, "image/filename"))[0]
-            assert scalar(r, "image/target") == pytest.approx(targets[stem], rel=1e-6)
+        expected = {ident + (".jpg" if i % 2 else ".png"): v for i, (ident, v) in enumerate(targets.items())}
+        check_against_source(out, expected, root, label_key="image/target")
         if table == csv_path:
             assert m["rejects_by_reason"] == {"missing": 1}
 
@@ -128,8 +127,10 @@ def test_regex_labels_on_a_flat_folder(tmp_path):
     assert convert("--input", root, "--output", out, "--label_regex", r"^([a-z]+)\.\d+\.jpg$",
                    "--max_reject_fraction", "0.2") == 0
     m = manifest(out)
-    rows = read_examples(out, "train")
-    assert collections.Counter(scalar(r, "image/class/text") for r in rows) == {"cat": 4, "dog": 4}
+    expected = {f"{c}.{i}.jpg": c for c in ("cat", "dog") for i in range(4)}
+    rows = check_against_source(out, expected, root)  # each file its own label: swapped labels fail
+    for rel, r in rows.items():
+        assert scalar(r, "image/class/label") == {"cat": 0, "dog": 1}[expected[rel]]
     assert m["rejects_by_reason"] == {"no_label": 1}
 
 
@@ -150,17 +151,22 @@ def test_nested_tree_non_ascii_names_spaces_and_glob_characters(tmp_path):
 
 def test_split_folders_and_integer_class_folders(tmp_path):
     root, out = str(tmp_path / "imagenet"), str(tmp_path / "out")
+    expected = {}
     for split, n in (("train", 4), ("validation", 2)):
-        for cls in ("0", "1", "7"):
+        for c, cls in enumerate(("0", "1", "7")):
             for k in range(n):
-                write(os.path.join(root, split, cls, f"{k}.jpg"), image_bytes(seed=k))
+                rel = f"{split}/{cls}/{k}.jpg"
+                write(os.path.join(root, rel), image_bytes(seed=k * 10 + c + (50 if split == "train" else 0)))
+                expected[rel] = cls
     assert convert("--input", root, "--output", out) == 0
     m = manifest(out)
     assert {s: v["records"] for s, v in m["splits"].items()} == {"train": 12, "validation": 6}
     assert m["label_map"]["kind"] == "int"
-    for split in ("train", "validation"):
-        for r in read_examples(out, split):
-            assert scalar(r, "image/class/label") == int(scalar(r, "image/filename").split("/")[1])
+    rows = check_against_source(out, expected, root)
+    _, splits = read_all(out)
+    for rel, r in rows.items():
+        assert scalar(r, "image/class/label") == int(expected[rel])
+        assert splits[rel] == rel.split("/")[0]
 
 
 def test_frozen_label_map_offset_and_unknown_labels(tmp_path, tree):
@@ -172,6 +178,7 @@ def test_frozen_label_map_offset_and_unknown_labels(tmp_path, tree):
     assert convert("--input", root, "--output", out, "--label_map", frozen, "--max_reject_fraction", "1") == 0
     m = manifest(out)
     assert m["rejects_by_reason"] == {"unknown_label": 6}
+    check_against_source(out, {k: v for k, v in labels.items() if v != "bird"}, root)
     for r in read_examples(out, "train"):
         assert scalar(r, "image/class/label") == {"dog": 5, "cat": 3}[scalar(r, "image/class/text")]
     with open(os.path.join(out, "rejects.jsonl")) as f:
@@ -199,8 +206,12 @@ def test_renamed_keys_serve_an_existing_training_script(tmp_path, tree):
         rel = ex["id"].numpy().decode()
         assert int(ex["label"]) == {"bird": 0, "cat": 1, "dog": 2}[labels[rel]]
         assert tf.io.decode_jpeg(ex["image_raw"]).shape[2] == 3
+        with open(os.path.join(root, rel), "rb") as f:
+            assert ex["image_raw"].numpy() == f.read()
         n += 1
     assert n == len(labels)
+    # read_examples follows the renamed keys: every image decodes to its recorded shape.
+    assert len(read_examples(out, "train")) == len(labels)
 
 
 def test_shard_size_multiple_and_per_split_counts(tmp_path, tree):
@@ -209,6 +220,7 @@ def test_shard_size_multiple_and_per_split_counts(tmp_path, tree):
     out = str(tmp_path / "by_size")
     assert convert("--input", root, "--output", out, "--shard_size", str(total // 4 + 1)) == 0
     assert manifest(out)["splits"]["train"]["num_shards"] == 4
+    check_against_source(out, labels, root)
     out = str(tmp_path / "multiple")
     assert convert("--input", root, "--output", out, "--shard_size", str(total // 4 + 1), "--shard_multiple", "3") == 0
     assert manifest(out)["splits"]["train"]["num_shards"] == 6
@@ -218,6 +230,7 @@ def test_shard_size_multiple_and_per_split_counts(tmp_path, tree):
     m = manifest(out)
     assert {s: v["num_shards"] for s, v in m["splits"].items()} == {"train": 3, "test": 2}
     assert sum(v["records"] for v in m["splits"].values()) == len(labels)
+    check_against_source(out, labels, root)
     for v in m["splits"].values():
         counts = [s["records"] for s in v["shards"]]
         assert max(counts) - min(counts) <= 1
@@ -244,6 +257,18 @@ def test_cap_per_split_is_a_deterministic_sample(tmp_path, tree):
     assert m["counts"]["written"] == 5 and m["counts"]["not_selected"] == len(labels) - 5
     assert m["counts"]["listed"] == len(labels)
     assert [open(f, "rb").read() for f in shard_files(outs[0])] == [open(f, "rb").read() for f in shard_files(outs[1])]
+    # The sample is the first 5 of the split in shuffle order: the order a full run with
+    # the same seed writes into a single shard.
+    full, capped = str(tmp_path / "full"), str(tmp_path / "capped")
+    assert convert("--input", root, "--output", full, "--num_shards", "1", "--seed", "7") == 0
+    assert convert("--input", root, "--output", capped, "--num_shards", "1", "--seed", "7",
+                   "--max_examples_per_split", "5") == 0
+    order = [scalar(r, "image/filename") for r in read_examples(full, "train")]
+    assert len(order) == len(labels)
+    sample = [scalar(r, "image/filename") for r in read_examples(capped, "train")]
+    assert sample == order[:5]
+    check_against_source(capped, {rel: labels[rel] for rel in order[:5]}, root)
+    assert order[:5] != sorted(labels)[:5]  # a shuffle, not the listing order
 
 
 def test_bad_files_are_quarantined_with_reasons(tmp_path, tree):

@@ -4,6 +4,7 @@ shape, counts reconcile, and README's table says exactly this."""
 import json
 import os
 import re
+import unicodedata
 
 import pytest
 
@@ -47,14 +48,47 @@ def test_folder_corpus(tree, tmp_path, fixed):
         check(case.path, case.fixed if fixed else case.default, rows, rejects)
     assert m["counts"]["excluded"] == {"hidden": 1, "symlink_loop": 1}
     assert set(m["label_map"]["classes"]) == {"c", "d"}  # the empty class folder gives no class
+    # What is stored as-is is the source's bytes, unchanged: the NFC and NFD café.jpg are
+    # two files with different bytes, and each record holds its own file's bytes.
+    reencoded = {"c/anim.gif", "c/photo.webp", "c/photo.bmp", "c/photo.tiff", "c/photo.avif", "c/rotated.jpg"}
+    for case in cases:
+        if case.path in rows and not (fixed and case.path in reencoded):
+            with open(os.path.join(root, case.path), "rb") as f:
+                assert rows[case.path]["image/encoded"][0] == f.read(), case.path
+    nfc, nfd = (rows[f"c/{corpus.NFC}.jpg"]["image/encoded"][0], rows[f"c/{corpus.NFD}.jpg"]["image/encoded"][0])
+    assert nfc != nfd
+    for rel in (f"c/{corpus.NFC}.jpg", f"c/{corpus.NFD}.jpg"):
+        with open(os.path.join(root, rel), "rb") as f:
+            assert rows[rel]["image/encoded"][0] == f.read(), rel
+        assert scalar(rows[rel], "image/class/text") == "c"
     rotated = rows["c/rotated.jpg"]
     size = (scalar(rotated, "image/width"), scalar(rotated, "image/height"))
     assert size == ((30, 50) if fixed else (50, 30))  # stored 50x30, displayed upright as 30x50
     with open(os.path.join(root, "c", "rotated.jpg"), "rb") as f:
         assert (rotated["image/encoded"][0] == f.read()) is not fixed
+    pixels = decode(rotated)
+    brightest = corner_means(pixels)
+    # The white block: stored top-left; rotated clockwise (orientation 6) it is top-right.
+    assert max(brightest, key=brightest.get) == ("top-right" if fixed else "top-left"), brightest
     gif = rows.get("c/anim.gif")
     if fixed:
-        assert scalar(gif, "image/height") == 20 and scalar(gif, "image/width") == 30  # the first frame
+        (w, h), colour = corpus.GIF_FRAMES[0]
+        assert scalar(gif, "image/height") == h and scalar(gif, "image/width") == w  # the first frame's size
+        mean = decode(gif).reshape(-1, 3).mean(axis=0)
+        assert all(abs(m - c) < 40 for m, c in zip(mean, colour)), mean  # and its colour, not a later frame's
+
+
+def decode(row):
+    import tensorflow as tf
+    return tf.io.decode_image(row["image/encoded"][0], expand_animations=False).numpy()
+
+
+def corner_means(pixels) -> dict:
+    """Mean brightness of each quarter of the image."""
+    h, w = pixels.shape[:2]
+    quarters = {"top-left": pixels[:h // 2, :w // 2], "top-right": pixels[:h // 2, w // 2:],
+                "bottom-left": pixels[h // 2:, :w // 2], "bottom-right": pixels[h // 2:, w // 2:]}
+    return {k: float(v.mean()) for k, v in quarters.items()}
 
 
 def test_pixel_limit_is_configurable(tree, tmp_path):
@@ -76,6 +110,11 @@ def test_table_corpus(tmp_path):
             assert path in rows and [r["reason"] for r in rejects if r["path"] == path] == ["duplicate"]
         else:
             check(path, outcome, rows, rejects)
+    for path, row in rows.items():  # each record holds its own file's bytes
+        on_disk = [n for n in os.listdir(pool) if unicodedata.normalize("NFC", n) == unicodedata.normalize("NFC", path)]
+        assert len(on_disk) == 1, path
+        with open(os.path.join(pool, on_disk[0]), "rb") as f:
+            assert row["image/encoded"][0] == f.read(), path
     assert scalar(rows["b.jpg"], "note") == "a, b\nand c"
     assert scalar(rows["c.jpg"], "image/class/text") == "cat"
     assert scalar(rows["evil.jpg"], "image/class/text") == "../../evil"

@@ -2,6 +2,7 @@
 publishing, and two conversions aimed at one output. Each ends in an output
 byte-identical to a clean run, or in a clear refusal; never in a partial
 output that looks complete."""
+import collections
 import json
 import os
 import signal
@@ -11,9 +12,11 @@ import time
 
 import pytest
 
+import apache_beam as beam
+from apache_beam.internal import pickler
+
 from conftest import ROOT, convert, image_bytes, manifest, shard_files, write
 from pipelines.verify import verify_output
-from transforms.records import unpack
 
 
 @pytest.fixture(scope="module")
@@ -53,77 +56,190 @@ def test_replayed_bundles_give_the_same_output(dataset, tmp_path):
     assert_like_clean(out, clean_shards, clean)
 
 
-def test_first_attempts_failing_midway_then_retried(dataset, tmp_path, monkeypatch):
-    """Every other shard's first write attempt dies mid-shard, every other
-    validation batch's first attempt dies midway, and publishing dies after one
-    rename; each is then retried, as Dataflow retries a failed bundle. (The
-    local runner does not retry, so the retry is played here.)"""
-    from transforms import fsutil, publish as publish_mod, validate_images, write_shards
+class InjectedWorkerLoss(BaseException):
+    """A fault injected into an attempt (a BaseException, so that no handler in the
+    product mistakes it for a bad image)."""
+
+
+class _Faults:
+    """Faults injected at the operating-system boundary through Python's audit hooks
+    (no product function is patched): the first open() of each image in `first`
+    fails, wherever the pipeline reads it (validation or writing); once a shard file
+    is being written (an open for writing of a `*-of-*.tfrecord*` file under the
+    output), the next `while_writing` opens of other images fail; and the second
+    rename of a shard to its final name fails. Each fault happens once. Inactive
+    outside the test that arms it."""
+    active = False
+    root = out = ""
+    first: set = set()
+    while_writing = 0
+    writing = False
+    opened: set = set()
+    renames = 0
+    injected: list = []
+
+    @classmethod
+    def hook(cls, event, args):
+        if not cls.active:
+            return
+        if event == "open" and isinstance(args[0], str):
+            path = args[0]
+            flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
+            writes = bool(flags & (os.O_WRONLY | os.O_RDWR)) or (isinstance(args[1], str) and "w" in args[1])
+            if path.startswith(cls.out) and writes and "-of-" in os.path.basename(path) \
+                    and ".tfrecord" in os.path.basename(path):
+                cls.writing = True
+            elif path.startswith(cls.root):
+                seen = path in cls.opened
+                cls.opened.add(path)
+                if not seen and path in cls.first:
+                    cls.injected.append(("first read", path))
+                    raise InjectedWorkerLoss(f"injected: worker lost while reading {path}")
+                if cls.writing and cls.while_writing and path not in cls.first:
+                    cls.while_writing -= 1
+                    cls.injected.append(("while writing a shard", path))
+                    raise InjectedWorkerLoss(f"injected: worker lost while writing a shard, reading {path}")
+        elif event in ("os.rename", "os.replace") and isinstance(args[1], str) \
+                and os.path.dirname(os.path.abspath(args[1])) == cls.out:
+            cls.renames += 1
+            if cls.renames == 2:
+                cls.injected.append(("publish", args[1]))
+                raise InjectedWorkerLoss(f"injected: worker lost while publishing {args[1]}")
+
+
+_hook_installed = []
+
+
+class RetriedDoFn(beam.DoFn):
+    """What a runner does with a failed bundle: it drops the failed attempt's outputs
+    and retries on a fresh DoFn (deserialized again, setup() and start_bundle()
+    called), up to four times as Dataflow does."""
+    def __init__(self, fn, log: str):
+        self.log = log  # a file: this class may be pickled by value, so retries are recorded outside it
+        self.serialized = pickler.dumps(fn)
+        self.name = type(fn).__name__ if not hasattr(fn, "_fn") else getattr(fn._fn, "__qualname__", repr(fn._fn))
+        self.fn = None
+
+    def default_label(self):
+        return pickler.loads(self.serialized).default_label()
+
+    def _fresh(self):
+        fn = pickler.loads(self.serialized)
+        fn.setup()
+        fn.start_bundle()
+        return fn
+
+    def setup(self):
+        self.fn = None
+
+    def start_bundle(self):
+        self.fn = self._fresh()
+
+    def process(self, element, *args, **kwargs):
+        for attempt in range(5):
+            try:
+                return list(self.fn.process(element, *args, **kwargs) or ())
+            except BaseException as e:  # by name: a by-value copy of this class sees another class object
+                if type(e).__name__ != "InjectedWorkerLoss" or attempt == 4:
+                    raise
+                with open(self.log, "a") as f:
+                    f.write(self.name + "\n")
+                self.fn.teardown()
+                self.fn = self._fresh()
+
+    def finish_bundle(self):
+        out = self.fn.finish_bundle()
+        return list(out or ())
+
+    def teardown(self):
+        if self.fn is not None:
+            self.fn.teardown()
+
+
+def _ours(fn) -> bool:
+    """A DoFn of this project, or a Map/FlatMap of a function of this project (Map wraps
+    the function in a closure of Beam's own)."""
+    target = getattr(fn, "_fn", fn)
+    modules = [getattr(target, "__module__", None) or type(target).__module__]
+    for cell in getattr(target, "__closure__", None) or ():
+        try:
+            modules.append(getattr(cell.cell_contents, "__module__", None) or "")
+        except ValueError:  # an empty cell
+            pass
+    return any(m.split(".")[0] in ("transforms", "pipelines") for m in modules)
+
+
+def test_attempts_failing_midway_then_retried_on_a_fresh_dofn(dataset, tmp_path, monkeypatch):
+    """Reads of images fail midway through validation and shard writes (whichever
+    step reads them), and publishing fails after one rename; each failed attempt is retried on a fresh DoFn
+    (as Dataflow retries a failed bundle on a new or reset worker). The local runner
+    does not retry, so every DoFn of ours is wrapped in RetriedDoFn (a Beam-level
+    wrapper; no product function is patched)."""
     root, clean, clean_shards = dataset
-    failed = set()
-
-    def retried(original, should_fail, inject):
-        def process(self, element, *side):
-            if isinstance(element, tuple):  # a shard: (key, packed batches), materialised for the retry
-                element = (element[0], list(element[1]))
-                key = repr(element[0])
-            else:  # a packed validation batch
-                key = repr([r.rel for r in unpack(element)][:1])
-            if should_fail(element) and key not in failed:
-                failed.add(key)
-                with inject():
-                    with pytest.raises(ConnectionResetError):
-                        list(original(self, element, *side))  # the runner drops a failed attempt's outputs
-            yield from original(self, element, *side)
-        return process
-
-    class injected:
-        def __init__(self, module, name, after):
-            self.module, self.name, self.after, self.calls = module, name, after, 0
-
-        def __enter__(self):
-            self.original = getattr(self.module, self.name)
-
-            def failing(*a, **k):
-                self.calls += 1
-                if self.calls > self.after:
-                    raise ConnectionResetError("injected: worker lost mid-bundle")
-                return self.original(*a, **k)
-            setattr(self.module, self.name, failing)
-
-        def __exit__(self, *exc):
-            setattr(self.module, self.name, self.original)
-
-    monkeypatch.setattr(write_shards._WriteShardFn, "process", retried(
-        write_shards._WriteShardFn.process, lambda e: e[0][1] % 2 == 0,
-        lambda: injected(write_shards, "read_checked", 3)))
-    monkeypatch.setattr(validate_images._ValidateFn, "process", retried(
-        validate_images._ValidateFn.process, lambda b: len(unpack(b)) > 2,
-        lambda: injected(validate_images, "validate_record", 2)))
-    original_publish = publish_mod.publish
-
-    def publish_retried(**kw):
-        with injected(fsutil, "rename", 1):
-            with pytest.raises(ConnectionResetError):
-                original_publish(**kw)
-        return original_publish(**kw)
-    monkeypatch.setattr(publish_mod, "publish", publish_retried)
-
     out = str(tmp_path / "out")
-    assert convert("--input", root, "--output", out, *ARGS) == 0
-    assert len(failed) >= 3
+    if not _hook_installed:
+        sys.addaudithook(_Faults.hook)
+        _hook_installed.append(True)
+    images = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
+    _Faults.root, _Faults.out = os.path.join(root, ""), out
+    _Faults.renames, _Faults.injected, _Faults.writing, _Faults.opened = 0, [], False, set()
+    _Faults.first = set(images[::40])  # a few images of each class folder
+    _Faults.while_writing = 3
+    planned = {"first read": len(_Faults.first), "while writing a shard": 3, "publish": 1}
+    log = str(tmp_path / "retries.log")
+    open(log, "w").close()
+    original_init = beam.ParDo.__init__
+
+    def init(self, fn, *args, **kwargs):
+        original_init(self, RetriedDoFn(fn, log) if _ours(fn) else fn, *args, **kwargs)
+    monkeypatch.setattr(beam.ParDo, "__init__", init)
+    _Faults.active = True
+    try:
+        assert convert("--input", root, "--output", out, *ARGS) == 0
+    finally:
+        _Faults.active = False
+    injected = collections.Counter(k for k, _ in _Faults.injected)
+    assert injected == planned, _Faults.injected
+    with open(log) as f:
+        retries = f.read().split()
+    # (reads run ahead in threads, so one failed attempt may have met more than one fault)
+    assert 2 <= len(retries) <= len(_Faults.injected) and len(set(retries)) >= 2, (retries, _Faults.injected)
     assert_like_clean(out, clean_shards, clean)
 
 
-def _start(args, slow: str = "", seconds: float = 0.0):
-    """A conversion in its own process (group), optionally slowed down at one
-    function so the test can kill it at a chosen moment."""
-    code = "import sys, time\n"
-    if slow:
-        module, name = slow.rsplit(".", 1)
-        code += (f"import {module} as m\no = m.{name}\n"
-                 f"def slow(*a, **k):\n    time.sleep({seconds})\n    return o(*a, **k)\n"
-                 f"m.{name} = slow\n")
+def _start(args, seconds: float = 0.0, gate: str = "", slow_reads_under: str = "", hold_renames_into: str = ""):
+    """A conversion in its own process (group), optionally held so the test can act
+    at a chosen moment, through Python's audit events (no product function is
+    patched). `slow_reads_under` (a folder): each open() of a file under it first
+    sleeps `seconds`; with `gate` (a path), the first such open writes GATE.reached
+    and then waits until the test creates GATE, so the run stays at that point for
+    as long as the test needs. `hold_renames_into` (a folder): the first rename into
+    it goes through, and the second writes GATE.reached and blocks until the test
+    kills the process."""
+    code = "import os, sys, time\n"
+    wait = (f"    if not os.path.exists({gate + '.reached'!r}):\n"
+            f"        open({gate + '.reached'!r}, 'w').close()\n"
+            f"    while not os.path.exists({gate!r}):\n        time.sleep(0.02)\n") if gate else ""
+    if slow_reads_under:
+        prefix = os.path.join(slow_reads_under, "")
+        code += ("def hook(event, a):\n"
+                 f"    if event != 'open' or not isinstance(a[0], str) or not a[0].startswith({prefix!r}):\n"
+                 "        return\n"
+                 f"{wait}    time.sleep({seconds})\n"
+                 "sys.addaudithook(hook)\n")
+    if hold_renames_into:
+        code += ("renames = []\n"
+                 "def hold(event, a):\n"
+                 "    if event not in ('os.rename', 'os.replace') or not isinstance(a[1], str):\n"
+                 "        return\n"
+                 f"    if os.path.dirname(os.path.abspath(a[1])) != {hold_renames_into!r}:\n"
+                 "        return\n"
+                 "    renames.append(a[1])\n"
+                 "    if len(renames) >= 2:\n"
+                 f"        open({gate + '.reached'!r}, 'w').close()\n"
+                 "        while True:\n"
+                 "            time.sleep(1)\n"
+                 "sys.addaudithook(hold)\n")
     code += "from pipelines.convert import run\nsys.exit(run(sys.argv[1:]))\n"
     return subprocess.Popen([sys.executable, "-c", code, *args, "--progress", "off",
                              "--direct_running_mode", "in_memory"], cwd=ROOT, start_new_session=True,
@@ -150,7 +266,7 @@ def _final_shards(out):
 def test_killed_while_writing_shards(dataset, tmp_path):
     root, clean, clean_shards = dataset
     out = str(tmp_path / "out")
-    proc = _start(["--input", root, "--output", out, *ARGS], "transforms.write_shards.read_checked", 0.02)
+    proc = _start(["--input", root, "--output", out, *ARGS], seconds=0.02, slow_reads_under=root)
 
     def writing():
         staging = [d for d in os.listdir(out) if d.startswith(".tfrecords-staging-")] if os.path.isdir(out) else []
@@ -168,10 +284,13 @@ def test_killed_while_writing_shards(dataset, tmp_path):
 def test_killed_while_publishing(dataset, tmp_path, capsys):
     root, clean, clean_shards = dataset
     out = str(tmp_path / "out")
-    proc = _start(["--input", root, "--output", out, *ARGS], "transforms.fsutil.rename", 0.5)
-    _wait_for(lambda: os.path.isdir(out) and _final_shards(out), proc)
+    gate = str(tmp_path / "gate")
+    # Held (through the "os.rename"/"os.replace" audit events) at its second rename of a
+    # shard to its final name, then killed: exactly one shard is under its final name.
+    proc = _start(["--input", root, "--output", out, *ARGS], gate=gate, hold_renames_into=out)
+    _wait_for(lambda: os.path.exists(gate + ".reached"), proc)
     _kill(proc)
-    assert 0 < len(_final_shards(out)) < 6 and not os.path.exists(os.path.join(out, "manifest.json"))
+    assert len(_final_shards(out)) == 1 and not os.path.exists(os.path.join(out, "manifest.json"))
     report = verify_output(out)
     assert not report.ok and "not a complete output" in report.errors[0]
     assert convert("--input", root, "--output", out, *ARGS) == 2
@@ -188,12 +307,19 @@ def test_killed_while_publishing(dataset, tmp_path, capsys):
 def test_two_conversions_into_one_output(dataset, tmp_path):
     root, clean, clean_shards = dataset
     out = str(tmp_path / "out")
-    first = _start(["--input", root, "--output", out, *ARGS], "transforms.write_shards.read_checked", 0.005)
-    _wait_for(lambda: os.path.exists(os.path.join(out, ".tfrecords.lock")), first)
+    gate = str(tmp_path / "gate")
+    # The first run holds its lock and waits, at its first read of an image, until the
+    # second run has finished: no race between the second run's start-up and the first
+    # run's end.
+    first = _start(["--input", root, "--output", out, *ARGS], gate=gate, slow_reads_under=root)
+    _wait_for(lambda: os.path.exists(gate + ".reached"), first)
+    assert os.path.exists(os.path.join(out, ".tfrecords.lock"))
     second = _start(["--input", root, "--output", out, *ARGS])
-    _, err = second.communicate(timeout=120)
-    assert second.returncode == 2
+    _, err = second.communicate(timeout=300)
+    assert second.returncode == 2, err
     assert "another conversion is writing --output" in err and f"pid {first.pid}" in err
+    assert first.poll() is None  # still waiting at the gate
+    open(gate, "w").close()
     assert first.wait(timeout=300) == 0
     assert_like_clean(out, clean_shards, clean)
 

@@ -7,21 +7,22 @@ import os
 
 import pytest
 
-from conftest import convert, image_bytes, make_tree, manifest, read_examples, scalar, write
+from conftest import check_against_source, convert, image_bytes, make_tree, manifest, write
 from gcs_emulator import BUCKET, download_prefix, gcs, list_names, upload_tree  # noqa: F401 (fixture)
 
 DATASET_FILES = {"manifest.json", "rejects.jsonl", "label_map.json", "schema.pbtxt"}
 
 
-def check_output(prefix, local, expected_labels):
+def check_output(prefix, local, expected_labels, source):
+    """Downloads the output, reads it back with TensorFlow, and holds every record's
+    label and image bytes against the local files the input was made from (so
+    reading the wrong object, or a stale one, fails here even though verify,
+    which hashes what was read, would pass)."""
     names = download_prefix(prefix, local)
     shards = [n for n in names if n.endswith(".tfrecord")]
     assert set(names) == DATASET_FILES | set(shards), names  # no staging, lock or temp objects
-    m = manifest(local)
-    rows = [r for split in m["splits"] for r in read_examples(local, split)]
-    got = {scalar(r, "image/filename"): scalar(r, "image/class/text") for r in rows}
-    assert got == expected_labels
-    return m
+    check_against_source(local, expected_labels, source)
+    return manifest(local)
 
 
 def test_gs_to_gs_multi_process(gcs, tmp_path):
@@ -32,12 +33,13 @@ def test_gs_to_gs_multi_process(gcs, tmp_path):
     out = f"gs://{BUCKET}/out1"
     assert convert("--input", f"gs://{BUCKET}/in1", "--output", out, "--num_shards", "2",
                    "--split", "train=0.7,validation=0.3", "--max_reject_fraction", "0.1", in_memory=False) == 0
-    m = check_output("out1", str(tmp_path / "dl"), labels)
+    m = check_output("out1", str(tmp_path / "dl"), labels, local)
     assert m["rejects_by_reason"] == {"not_an_image": 1}
 
     from pipelines.verify import verify_output
     report = verify_output(out)
-    assert report.ok, report.errors and report.records == len(labels)
+    assert report.ok, report.errors
+    assert report.records == len(labels)
 
 
 def test_local_to_gs_and_table_on_gcs(gcs, tmp_path):
@@ -45,7 +47,7 @@ def test_local_to_gs_and_table_on_gcs(gcs, tmp_path):
     labels = make_tree(local, per_class=3)
     out = f"gs://{BUCKET}/out2"
     assert convert("--input", local, "--output", out) == 0
-    check_output("out2", str(tmp_path / "dl"), labels)
+    check_output("out2", str(tmp_path / "dl"), labels, local)
 
     upload_tree(local, "in3/images")
     buf = io.StringIO()
@@ -57,7 +59,7 @@ def test_local_to_gs_and_table_on_gcs(gcs, tmp_path):
     out3 = f"gs://{BUCKET}/out3"
     assert convert("--label_table", f"gs://{BUCKET}/in3/labels.csv", "--image_root", f"gs://{BUCKET}/in3/images",
                    "--output", out3) == 0
-    check_output("out3", str(tmp_path / "dl3"), labels)
+    check_output("out3", str(tmp_path / "dl3"), labels, local)
 
 
 def test_shards_larger_than_an_upload_chunk(gcs, tmp_path):
@@ -69,7 +71,7 @@ def test_shards_larger_than_an_upload_chunk(gcs, tmp_path):
         rels[rel] = "noise"
     out = f"gs://{BUCKET}/big"
     assert convert("--input", local, "--output", out, "--num_shards", "1", "--validate", "header") == 0
-    m = check_output("big", str(tmp_path / "dl"), rels)
+    m = check_output("big", str(tmp_path / "dl"), rels, local)
     assert m["splits"]["train"]["shards"][0]["bytes"] > 16 * 2**20
 
 
@@ -117,12 +119,24 @@ def test_versioned_dataset_in_a_bucket(gcs, tmp_path, capsys):
     assert convert(*args, "--version", "v1") == 0
     from gcs_emulator import bucket
     assert bucket().blob("ds6/LATEST").download_as_bytes() == b"v1\n"
-    check_output("ds6/v1", str(tmp_path / "dl"), labels)
+    check_output("ds6/v1", str(tmp_path / "dl"), labels, local)
     capsys.readouterr()
     assert convert(*args, "--version", "v2") == 0
     assert "unchanged" in capsys.readouterr().out
     assert bucket().blob("ds6/LATEST").download_as_bytes() == b"v1\n"
     assert not list_names("ds6/v2") and ".tfrecords.lock" not in list_names("ds6")
-    bucket().blob("in6/cat/new.jpg").upload_from_string(image_bytes(seed=77))
+    write(os.path.join(local, "cat", "new.jpg"), image_bytes(seed=77))
+    bucket().blob("in6/cat/new.jpg").upload_from_filename(os.path.join(local, "cat", "new.jpg"))
     assert convert(*args, "--version", "v3") == 0
     assert bucket().blob("ds6/LATEST").download_as_bytes() == b"v3\n"
+    check_output("ds6/v3", str(tmp_path / "dl3"), dict(labels, **{"cat/new.jpg": "cat"}), local)
+
+    # A failed run (too many rejects) leaves LATEST alone in the bucket, publishes no
+    # manifest and releases the lock.
+    for k in range(4):
+        bucket().blob(f"in6/cat/broken{k}.jpg").upload_from_string(b"")
+    capsys.readouterr()
+    assert convert(*args, "--version", "v4") == 1
+    assert "above --max_reject_fraction" in capsys.readouterr().err
+    assert bucket().blob("ds6/LATEST").download_as_bytes() == b"v3\n"
+    assert "manifest.json" not in list_names("ds6/v4") and ".tfrecords.lock" not in list_names("ds6")

@@ -45,14 +45,20 @@ def test_same_shards_as_beams_own_workers(tmp_path, monkeypatch):
 
 
 def test_the_zygote_goes_when_the_command_dies():
-    code = ("import time; from pipelines import local_worker as w; w.start_zygote(); "
-            "print(w._zygote.pid, flush=True); time.sleep(120)")
+    code = ("import os, time; from pipelines import local_worker as w; w.start_zygote(); "
+            "print(w._zygote.pid, os.environ[w.ENV], flush=True); time.sleep(600)")
     parent = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    zygote = int(parent.stdout.readline())
-    time.sleep(2)  # let it import and serve
+    zygote, sock = parent.stdout.readline().split()
+    zygote = int(zygote)
+    # Wait until it serves (its socket exists): an observable condition, not a fixed sleep.
+    # The deadlines here are only there so a broken zygote fails the test instead of hanging it.
+    deadline = time.time() + 300
+    while not os.path.exists(sock):
+        assert time.time() < deadline, "the zygote never started serving"
+        time.sleep(0.05)
     parent.send_signal(signal.SIGKILL)
     parent.wait()
-    deadline = time.time() + 10
+    deadline = time.time() + 300
     while time.time() < deadline:
         try:
             os.kill(zygote, 0)

@@ -6,6 +6,7 @@ installed package. A module or data file that setup.py leaves out fails here,
 not on a worker."""
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -14,7 +15,7 @@ import sys
 import tarfile
 import time
 
-from conftest import ROOT
+from conftest import ROOT, check_against_source
 
 PACKAGES = ("pipelines", "transforms")
 
@@ -110,6 +111,13 @@ def test_the_staged_sdist_installs_and_converts_in_a_clean_virtualenv(tmp_path):
     run([bin_dir / "tfrecords", "convert", "--label_table", "data/labels.csv", "--image_root", "data/train",
          "--output", "out_table", "--progress", "off", "--direct_running_mode", "in_memory"], work)
     run([bin_dir / "tfrecords", "verify", "out_table", "--quiet"], work)
+    # Both outputs, read back with TensorFlow: every image's bytes and label, as in the source.
+    train = str(work / "data" / "train")
+    check_against_source(str(work / "out"), {rel: rel.split("/")[0] for rel in images}, train)
+    with open(work / "data" / "labels.csv", newline="") as f:
+        table = {row["filename"]: row["label"] for row in csv.DictReader(f)}
+    assert sorted(table) == images
+    check_against_source(str(work / "out_table"), table, train)
 
     print(f"\nsdist {os.path.basename(sdist)}: {size / 1024:.0f} KB, {len(names)} entries; "
           f"clean install {install_seconds:.0f} s")

@@ -17,12 +17,15 @@ from transforms.records import Batch, Rec
 
 
 class _StatsFn(beam.CombineFn):
+    def __init__(self, spec: LabelSpec):
+        self._spec = spec
+
     def create_accumulator(self):
         return labels.Stats()
 
     def add_input(self, acc, batch):
         for rec in batch:
-            acc.add(rec)
+            acc.add(rec, labels.label_folder(rec, self._spec))
         return acc
 
     def merge_accumulators(self, accs):
@@ -64,7 +67,7 @@ class AssignLabels(beam.PTransform):
         spec = self._spec
         derived = batches | "DeriveLabel" >> beam.Map(
             lambda b: Batch(r._replace(label_text=labels.raw_label(r, spec)) for r in b))
-        label_map = (derived | "LabelStats" >> beam.CombineGlobally(_StatsFn())
+        label_map = (derived | "LabelStats" >> beam.CombineGlobally(_StatsFn(spec))
                      | "LabelMap" >> beam.Map(labels.build_label_map, spec, self._extra_columns))
         out = derived | "Assign" >> beam.ParDo(
             _AssignFn(), beam.pvalue.AsSingleton(label_map)).with_outputs(REJECTS, main=RECORDS)

@@ -82,31 +82,52 @@ def open_write(path: str):
     return FileSystems.create(path, compression_type=_RAW)
 
 
+def _local_temp(path: str) -> str:
+    """A temp name beside `path` (same filesystem, so a rename or link is atomic),
+    unique per call; layout.TEMP_RE recognises leftovers of a crash."""
+    return f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:  # already gone, or the folder went away: nothing to clean
+        pass
+
+
 def write_bytes(path: str, data: bytes) -> None:
     """Writes a whole file under its final name atomically (temp + rename locally;
-    a GCS object appears only when its upload completes)."""
+    a GCS object appears only when its upload completes). A failed write (disk
+    full) leaves no temp file behind."""
     if is_local(path):
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open_write(tmp) as f:
-            f.write(data)
-        os.replace(tmp, path)
+        tmp = _local_temp(path)
+        try:
+            with open_write(tmp) as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            _remove_quietly(tmp)
+            raise
         return
     with open_write(path) as f:
         f.write(data)
 
 
 def create_only(path: str, data: bytes) -> None:
-    """Writes `path` only if it does not exist; raises AlreadyExists otherwise."""
+    """Writes `path` only if it does not exist; raises AlreadyExists otherwise.
+    The file appears complete or not at all (it is a success marker: the lock,
+    the manifest). Writing the same bytes again counts as success: a retried
+    upload whose first attempt went through must not fail on its own object."""
     if is_local(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = _local_temp(path)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            raise AlreadyExists(path) from None
-        # No fsync, as in Beam's file sinks: on ext4 it would flush every
-        # shard just written; `tfrecords verify` detects damage after a crash.
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            # No fsync, as in Beam's file sinks: on ext4 it would flush every
+            # shard just written; `tfrecords verify` detects damage after a crash.
+            with open_write(tmp) as f:
+                f.write(data)
+            _link_no_replace(tmp, path)
+        finally:
+            _remove_quietly(tmp)
         return
     if not path.startswith("gs://"):
         raise ValueError(f"create-only writes are supported for local and gs:// paths, not {path!r}")
@@ -116,29 +137,67 @@ def create_only(path: str, data: bytes) -> None:
     # The precondition makes this race-free on GCS; the check before it also
     # holds where preconditions are not implemented (gcp-storage-emulator).
     if blob.exists():
+        if _holds(blob, data):
+            return
         raise AlreadyExists(path)
     try:
         blob.upload_from_string(data, if_generation_match=0)
     except gexc.PreconditionFailed:
+        # The client retries an upload whose response was lost; if the first
+        # attempt went through, the retry fails its own precondition. An object
+        # holding exactly our bytes (the lock and manifest carry the run id) is
+        # that earlier success, not another writer's.
+        if _holds(blob, data):
+            return
         raise AlreadyExists(path) from None
 
 
-_GCS_CLIENT = None
+def _link_no_replace(tmp: str, path: str) -> None:
+    """Gives the complete file `tmp` the name `path` unless `path` exists: a
+    hard link fails on an existing name, so this is create-only and atomic."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        if _same_bytes(path, tmp):
+            return
+        raise AlreadyExists(path) from None
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        # No hard links on this filesystem (some FUSE and SMB mounts): a check
+        # then a rename still never shows a partial file, with a small race.
+        if os.path.lexists(path):
+            raise AlreadyExists(path) from None
+        os.rename(tmp, path)
+
+
+def _same_bytes(path: str, tmp: str) -> bool:
+    try:
+        with open(path, "rb") as a, open(tmp, "rb") as b:
+            return a.read() == b.read()
+    except OSError:
+        return False
+
+
+def _holds(blob, data: bytes) -> bool:
+    """Whether the GCS object holds exactly `data` (False if it is gone)."""
+    from google.api_core import exceptions as gexc
+    try:
+        return blob.download_as_bytes() == data
+    except gexc.NotFound:
+        return False
 
 
 def gcs_client():
-    """A google-cloud-storage client; anonymous when talking to an emulator
-    (STORAGE_EMULATOR_HOST), so no time is spent looking for credentials."""
-    global _GCS_CLIENT
-    if _GCS_CLIENT is None:
-        from google.cloud import storage
-        if os.environ.get("STORAGE_EMULATOR_HOST"):
-            from google.auth.credentials import AnonymousCredentials
-            _GCS_CLIENT = storage.Client(project=os.environ.get("GOOGLE_CLOUD_PROJECT", "test"),
-                                         credentials=AnonymousCredentials())
-        else:
-            _GCS_CLIENT = storage.Client()
-    return _GCS_CLIENT
+    """This process's google-cloud-storage client (transforms/gcs.py)."""
+    from transforms import gcs
+    return gcs.client()
+
+
+def reset_clients() -> None:
+    """Forget cached clients (tests move STORAGE_EMULATOR_HOST)."""
+    from transforms import gcs
+    gcs.reset()
 
 
 def exists(path: str) -> bool:
@@ -158,6 +217,32 @@ def rename(src: str, dst: str) -> None:
         os.replace(src, dst)
     else:
         FileSystems.rename([src], [dst])
+
+
+def rename_many(pairs: list[tuple[str, str]]) -> None:
+    """Renames (src, dst) pairs; on object stores in batched requests."""
+    for s, d in pairs:
+        if is_local(s):
+            rename(s, d)
+    remote = [(s, d) for s, d in pairs if not is_local(s)]
+    if remote:
+        FileSystems.rename([s for s, _ in remote], [d for _, d in remote])
+
+
+def list_sizes(path: str) -> dict[str, int]:
+    """{name: size} of the files directly in folder `path` (empty if none), in one listing."""
+    if is_local(path):
+        try:
+            return {e.name: e.stat().st_size for e in os.scandir(path) if e.is_file()}
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
+    prefix = path.rstrip("/") + "/"
+    out = {}
+    for p, size, _ in list_prefix(prefix):
+        name = p[len(prefix):]
+        if name and "/" not in name:
+            out[name] = size
+    return out
 
 
 def delete(paths: list[str]) -> None:

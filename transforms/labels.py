@@ -12,6 +12,7 @@ import dataclasses
 import math
 import posixpath
 import re
+import unicodedata
 from typing import Iterable, Optional, Union
 
 from pipelines.config import LabelSource, LabelSpec, LabelType
@@ -19,7 +20,13 @@ from transforms.example_codec import BYTES, FLOAT, INT64
 from transforms.records import Reason, Rec, Reject, reject
 
 MAX_CLASSES = 1_000_000
-_INT = re.compile(r"[+-]?\d+")
+# Numbers by a strict ASCII grammar: Python's int()/float() also accept `1_1`,
+# non-ASCII digits, surrounding whitespace, `inf` and `nan`, which would turn
+# class folders `1_1/ 1_2/` into targets 11.0, 12.0 and an id column into floats.
+# inf and nan are not numbers here (a regression target must be finite).
+_INT = re.compile(r"[+-]?[0-9]{1,40}")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]{1,400}(?:\.[0-9]{0,400})?|\.[0-9]{1,400})(?:[eE][+-]?[0-9]{1,5})?")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class LabelError(ValueError):
@@ -27,36 +34,67 @@ class LabelError(ValueError):
 
 
 def is_int(s: str) -> bool:
-    return bool(_INT.fullmatch(s))
+    """An integer that fits an int64 feature, in plain ASCII digits."""
+    return bool(_INT.fullmatch(s)) and INT64_MIN <= int(s) <= INT64_MAX
 
 
 def is_float(s: str) -> bool:
-    try:
-        return math.isfinite(float(s))
-    except ValueError:
-        return False
+    """A finite decimal number in plain ASCII (`1.5`, `-2`, `.5`, `1e-3`)."""
+    return bool(_FLOAT.fullmatch(s)) and math.isfinite(float(s))
+
+
+def nfc(text: Optional[str]) -> Optional[str]:
+    """Labels are compared in one Unicode normal form: macOS writes folder
+    names in NFD, most other systems in NFC."""
+    return unicodedata.normalize("NFC", text) if text else text
 
 
 def raw_label(rec: Rec, spec: LabelSpec) -> Optional[str]:
-    """The label text of a record before mapping, or None."""
+    """The label text of a record before mapping (in NFC), or None (also for
+    a folder name that is not valid UTF-8: it cannot be a class name)."""
+    text = _raw_label(rec, spec)
+    return text if text is None or is_utf8(text) else None
+
+
+def is_utf8(text: str) -> bool:
+    """False for a name holding undecodable bytes (os.fsdecode's surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _raw_label(rec: Rec, spec: LabelSpec) -> Optional[str]:
     if spec.source is LabelSource.TABLE:
-        return rec.label_text.strip() if rec.label_text else None
+        return nfc(rec.label_text.strip()) if rec.label_text else None
     if spec.source is LabelSource.FOLDER:
-        dirs = rec.rel.split("/")[:-1]
-        if spec.split_folders:
-            dirs = dirs[1:]
-        d = spec.depth
-        if d > 0:
-            return dirs[d - 1] if len(dirs) >= d else None
-        return dirs[d] if len(dirs) >= -d else None
+        folder = label_folder(rec, spec)
+        return nfc(folder.rsplit("/", 1)[-1]) if folder else None
     if spec.source is LabelSource.REGEX:
         m = re.search(spec.regex, posixpath.basename(rec.rel))
         if not m:
             return None
         if "label" in m.re.groupindex:
-            return m.group("label")
-        return m.group(1) if m.re.groups else m.group(0)
+            return nfc(m.group("label"))
+        return nfc(m.group(1) if m.re.groups else m.group(0))
     return None
+
+
+def label_folder(rec: Rec, spec: LabelSpec) -> Optional[str]:
+    """The relative path of the folder naming a record's class, as listed
+    (folder labels only), or None."""
+    if spec.source is not LabelSource.FOLDER:
+        return None
+    dirs = rec.rel.split("/")[:-1]
+    skip = 1 if spec.split_folders else 0
+    n = len(dirs) - skip
+    d = spec.depth
+    if d > 0:
+        end = skip + d if n >= d else None
+    else:
+        end = len(dirs) + d + 1 if n >= -d else None
+    return "/".join(dirs[:end]) if end else None
 
 
 class Stats:
@@ -68,8 +106,11 @@ class Stats:
         self.all_int = True
         self.all_float = True
         self.columns: dict = {}            # column -> [all_int, all_float]
+        self.folders: set = set()          # class folders as listed, to find NFC/NFD twins
 
-    def add(self, rec: Rec) -> "Stats":
+    def add(self, rec: Rec, folder: Optional[str] = None) -> "Stats":
+        if folder is not None:
+            self.folders.add(folder)
         t = rec.label_text
         if t:
             if self.names is not None:
@@ -94,6 +135,7 @@ class Stats:
             self.names |= other.names
             if len(self.names) > MAX_CLASSES:
                 self.names = None
+        self.folders |= other.folders
         self.all_int &= other.all_int
         self.all_float &= other.all_float
         for col, (i, f) in other.columns.items():
@@ -119,7 +161,26 @@ class LabelMap:
                 "extended_with": list(self.new_names)}
 
 
+def check_folder_twins(folders: Iterable[str]) -> None:
+    """Two folders whose names differ only in Unicode form (NFC vs NFD) would
+    be one class under two spellings: a true collision, refused by name."""
+    seen: dict = {}
+    for f in sorted(folders):
+        key = unicodedata.normalize("NFC", f)
+        if key in seen and seen[key] != f:
+            a, b = seen[key], f
+            raise LabelError(f"folders {a!r} and {b!r} have the same name in different Unicode forms "
+                             f"({_form(a)} and {_form(b)}), so they would be one class; merge or rename one of them")
+        seen[key] = f
+
+
+def _form(text: str) -> str:
+    return "NFC" if unicodedata.is_normalized("NFC", text) else "NFD" if unicodedata.is_normalized(
+        "NFD", text) else "mixed"
+
+
 def build_label_map(stats: Stats, spec: LabelSpec, extra_columns: Iterable[str] = ()) -> LabelMap:
+    check_folder_twins(stats.folders)
     extra_kinds = []
     for col in extra_columns:
         i, f = stats.columns.get(col, [False, False])
@@ -146,7 +207,7 @@ def build_label_map(stats: Stats, spec: LabelSpec, extra_columns: Iterable[str] 
         ids = sorted(((n, int(n) + spec.offset) for n in stats.names if is_int(n)), key=lambda x: (x[1], x[0]))
         return LabelMap("int", tuple(ids), extra_kinds, spec.offset)
     if spec.frozen_map is not None:
-        mapping = dict(spec.frozen_map)
+        mapping = {nfc(n): i for n, i in spec.frozen_map}
         new = ()
         if spec.extend_map:
             new = tuple(sorted(set(stats.names) - set(mapping)))
@@ -175,6 +236,9 @@ def assign_label(rec: Rec, lm: LabelMap, lookup: dict) -> Union[Rec, Reject]:
         return rec._replace(features=features)
     text = rec.label_text
     if not text:
+        if not is_utf8(rec.rel):
+            return reject(rec, Reason.NO_LABEL, "no label: the path is not valid UTF-8, so its folder name "
+                          "cannot be a class name")
         return reject(rec, Reason.NO_LABEL, "no label: the label cell is empty, the path is too shallow "
                       "for the label folder level, or --label_regex did not match")
     if lm.kind == "float":
@@ -184,6 +248,9 @@ def assign_label(rec: Rec, lm: LabelMap, lookup: dict) -> Union[Rec, Reject]:
     if lm.kind == "int":
         if not is_int(text):
             return reject(rec, Reason.BAD_LABEL, f"label {text!r} is not an integer class id")
+        if not INT64_MIN <= int(text) + lm.offset <= INT64_MAX:
+            return reject(rec, Reason.BAD_LABEL, f"label {text!r} plus --label_offset {lm.offset} does not fit "
+                          "an int64")
         return rec._replace(label_id=int(text) + lm.offset, features=features)
     label_id = lookup.get(text)
     if label_id is None:

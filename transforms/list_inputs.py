@@ -20,6 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipelines.config import InputKind, InputSpec
 from transforms import listing, tables
+from transforms.labels import nfc
 from transforms.fingerprint import FINGERPRINT
 from transforms.records import Batch, Reason, Rec, Reject, reject
 
@@ -42,27 +43,34 @@ class _WalkFn(beam.DoFn):
     def __init__(self, root: str, include: tuple, name: str):
         self._root, self._include, self._name = root, include, name
 
-    def process(self, unit: str):
+    def process(self, unit_bytes: bytes):
+        unit = listing.unit_from_bytes(unit_bytes)
         counts = collections.Counter()
         digest = hashlib.sha256()
         n = 0
         for batch in batched(listing.walk_unit(self._root, unit, self._include, counts, digest)):
             n += len(batch)
             yield batch
-        yield beam.pvalue.TaggedOutput(FINGERPRINT, (f"{self._name}/{unit}", digest.hexdigest()))
+        # Beam's str coder refuses undecodable bytes; the key is the same for a valid name.
+        key = unit_bytes.decode("utf-8", "backslashreplace")
+        yield beam.pvalue.TaggedOutput(FINGERPRINT, (f"{self._name}/{key}", digest.hexdigest()))
         yield beam.pvalue.TaggedOutput(STATS, ("listed", n))
         for name, count in counts.items():
             yield beam.pvalue.TaggedOutput(STATS, ("excluded/" + name, count))
 
 
-def table_row_to_rec(n: int, row: dict, spec: InputSpec):
-    """A Rec for one table row, or a Reject (empty or unsafe path)."""
+def table_row_to_rec(n: int, row, spec: InputSpec):
+    """A Rec for the table row on line `n`, or a Reject (a row that cannot be
+    read, an empty or unsafe path)."""
+    if isinstance(row, tables.BadRow):
+        return Reject(f"(line {n})", Reason.BAD_ROW.value, row.detail)
     raw = row.get(spec.path_column, "")
     extras = tuple((c, row.get(c, "")) for c in spec.extra_columns)
-    label = row.get(spec.label_column) if spec.label_column else None
+    # NFC, so that rows naming one label in two Unicode forms are not "conflicting".
+    label = nfc(row.get(spec.label_column)) if spec.label_column else None
     split = row.get(spec.split_column) if spec.split_column else None
     if not raw:
-        return Reject(f"(row {n})", Reason.MISSING.value, f"row {n} has an empty {spec.path_column!r} cell")
+        return Reject(f"(line {n})", Reason.MISSING.value, f"line {n} has an empty {spec.path_column!r} cell")
     try:
         rel, path = tables.resolve_path(raw, spec.root, spec.allow_absolute_paths)
     except tables.UnsafePath as e:
@@ -80,12 +88,13 @@ class _ReadTableFn(beam.DoFn):
 
         def hashed(rows):
             for i, row in rows:
-                digest.update(json.dumps(row, sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n")
+                digest.update(json.dumps(row, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogateescape")
+                              + b"\n")
                 yield i, row
 
         with FileSystems.open(table, compression_type=CompressionTypes.AUTO) as f:
-            rows = (table_row_to_rec(i, row, self._spec)
-                    for i, row in hashed(tables.iter_rows(tables.text_stream(f), self._spec.table_format)))
+            _, rows = tables.open_rows(tables.text_stream(f, self._spec.table_encoding), self._spec.table_format)
+            rows = (table_row_to_rec(i, row, self._spec) for i, row in hashed(rows))
             for batch in batched(rows):
                 n += len(batch)
                 recs = Batch(r for r in batch if isinstance(r, Rec))
@@ -104,7 +113,7 @@ def resolve_id(stem: str, grouped: dict) -> Iterator:
     for row in grouped["rows"]:
         if len(files) == 1:
             f = files[0]
-            yield row._replace(rel=f.rel, path=f.path, size=f.size)
+            yield row._replace(rel=f.rel, path=f.path, size=f.size, generation=f.generation)
         elif not files:
             yield reject(row, Reason.MISSING, f"no image file named {stem!r} with any image extension")
         else:
@@ -172,7 +181,7 @@ class ListInputs(beam.PTransform):
 
     def _walk(self, pbegin, root: str, name: str):
         return (pbegin | f"{name}Root" >> beam.Create([root])
-                | f"{name}Units" >> beam.FlatMap(listing.folder_units)
+                | f"{name}Units" >> beam.FlatMap(lambda r: map(listing.unit_to_bytes, listing.folder_units(r)))
                 | f"{name}Spread" >> beam.Reshuffle()
                 | f"{name}Walk" >> beam.ParDo(_WalkFn(root, self._spec.include, name))
                 .with_outputs(STATS, FINGERPRINT, main=RECORDS))

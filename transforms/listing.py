@@ -4,6 +4,14 @@ Names are plain names: `[1]`, `*`, `?`, spaces and non-ASCII characters are
 never interpreted. Hidden entries (a leading '.', e.g. `.DS_Store`) and names
 not matching --include are skipped and counted, never silently lost; a
 symlinked folder that loops back to one of its ancestors is skipped and counted.
+A symlink (to a file or a folder) that resolves inside the root is skipped and
+counted too: what it names is listed under its own name, and would otherwise
+be written twice, under two labels. Links to outside the root are followed.
+
+A gs:// tree is listed in pieces as a local one is (the files directly in the
+root, then each top-level "folder" by prefix), so the pieces list in parallel;
+each object carries the generation the listing saw, which the reads are
+pinned to.
 """
 from __future__ import annotations
 
@@ -12,12 +20,13 @@ import fnmatch
 import os
 from typing import Iterator
 
-from transforms import fsutil
+from transforms import fsutil, gcs
 from transforms.records import Rec
 
 EXCLUDED_HIDDEN = "hidden"
 EXCLUDED_PATTERN = "not_included"
 EXCLUDED_LOOP = "symlink_loop"
+EXCLUDED_ALIAS = "symlink_alias"
 
 
 def included(name: str, patterns: tuple) -> bool:
@@ -28,10 +37,23 @@ def included(name: str, patterns: tuple) -> bool:
 
 def folder_units(root: str) -> list[str]:
     """The pieces a tree is listed in, in parallel: '' (files directly in the
-    root) and each top-level folder. Non-local trees are listed in one piece."""
-    if not fsutil.is_local(root):
-        return ["*"]
-    return [""] + [d for d in fsutil.list_subdirs(root) if not d.startswith(".")]
+    root) and each top-level folder. Trees on other object stores than GCS
+    are listed in one piece ('*')."""
+    if fsutil.is_local(root):
+        # Names that are not valid UTF-8 stay as os.fsdecode made them; the
+        # stage carries units as bytes (unit_to_bytes), which Beam can encode.
+        return [""] + [d for d in fsutil.list_subdirs(root) if not d.startswith(".")]
+    if root.startswith("gs://"):
+        return [""] + [d for d in gcs.list_prefixes(root.rstrip("/") + "/") if not d.startswith(".")]
+    return ["*"]
+
+
+def unit_to_bytes(unit: str) -> bytes:
+    return unit.encode("utf-8", "surrogateescape")
+
+
+def unit_from_bytes(unit: bytes) -> str:
+    return unit.decode("utf-8", "surrogateescape")
 
 
 def _accept(name: str, patterns: tuple, counts: collections.Counter) -> bool:
@@ -48,13 +70,16 @@ def walk_unit(root: str, unit: str, patterns: tuple, counts: collections.Counter
     """Records for one listing unit (see `folder_units`), in sorted order.
     With `digest` (a hashlib object), each record's path, size and
     modification time are hashed in that order: the unit's fingerprint."""
-    if not fsutil.is_local(root):
+    if root.startswith("gs://"):
+        recs = _walk_gcs(root, unit, patterns, counts)
+    elif not fsutil.is_local(root):
         recs = _walk_remote(root, patterns, counts)
     elif unit == "":
         recs = ((Rec(rel=e.name, path=e.path, size=_size(e)), _mtime(e)) for e in _scandir_sorted(root)
                 if not _is_dir(e) and _accept(e.name, patterns, counts))
     else:
-        recs = _walk_local(os.path.join(root, unit), unit, patterns, counts, ancestors=(_dir_id(root),))
+        recs = _walk_local(os.path.join(root, unit), unit, patterns, counts, ancestors=(_dir_id(root),),
+                           real_root=os.path.realpath(root))
     for rec, mtime in recs:
         if digest is not None:
             digest.update(f"{rec.rel}\0{rec.size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
@@ -62,7 +87,7 @@ def walk_unit(root: str, unit: str, patterns: tuple, counts: collections.Counter
 
 
 def _walk_local(path: str, rel: str, patterns: tuple, counts: collections.Counter,
-                ancestors: tuple) -> Iterator[tuple]:
+                ancestors: tuple, real_root: str) -> Iterator[tuple]:
     ident = _dir_id(path)
     if ident in ancestors:
         counts[EXCLUDED_LOOP] += 1
@@ -74,12 +99,46 @@ def _walk_local(path: str, rel: str, patterns: tuple, counts: collections.Counte
         if _is_dir(e):
             if e.name.startswith("."):
                 counts[EXCLUDED_HIDDEN] += 1
+            elif _aliases_inside(e, real_root) and _dir_id(e.path) not in ancestors:
+                counts[EXCLUDED_ALIAS] += 1
             else:
                 subdirs.append((e.path, erel))
         elif _accept(e.name, patterns, counts):
-            yield Rec(rel=erel, path=e.path, size=_size(e)), _mtime(e)
+            if _aliases_inside(e, real_root):
+                counts[EXCLUDED_ALIAS] += 1
+            else:
+                yield Rec(rel=erel, path=e.path, size=_size(e)), _mtime(e)
     for sub_path, sub_rel in subdirs:
-        yield from _walk_local(sub_path, sub_rel, patterns, counts, ancestors)
+        yield from _walk_local(sub_path, sub_rel, patterns, counts, ancestors, real_root)
+
+
+def _aliases_inside(entry, real_root: str) -> bool:
+    """A symlink whose target lies inside the root: its target is listed
+    under its own name already. (A broken link is listed, and rejected as
+    missing when read.)"""
+    if not entry.is_symlink():
+        return False
+    target = os.path.realpath(entry.path)
+    if not os.path.exists(target):
+        return False
+    return target == real_root or target.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def _walk_gcs(root: str, unit: str, patterns: tuple, counts: collections.Counter) -> Iterator[tuple]:
+    prefix = root.rstrip("/") + "/"
+    listed = gcs.list_objects(prefix, delimiter="/") if unit == "" else gcs.list_objects(f"{prefix}{unit}/")
+    for obj in listed:
+        rel = obj.path[len(prefix):]
+        if not rel or rel.endswith("/"):  # folder placeholder objects
+            continue
+        parts = rel.split("/")
+        if any(p.startswith(".") for p in parts[:-1]):
+            counts[EXCLUDED_HIDDEN] += 1
+            continue
+        if _accept(parts[-1], patterns, counts):
+            # The generation, not the time, marks a change in the fingerprint:
+            # every rewrite of an object gets a new one.
+            yield Rec(rel=rel, path=obj.path, size=obj.size, generation=obj.generation), obj.generation
 
 
 def _walk_remote(root: str, patterns: tuple, counts: collections.Counter) -> Iterator[tuple]:

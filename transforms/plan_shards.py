@@ -1,7 +1,8 @@
 """Stage PlanShards: the deterministic shuffle and the shard of every record
 (see transforms/sharding.py). Only metadata is grouped here.
 
-Input:  [Rec, ...] batches of valid records with split and key
+Input:  [Rec, ...] batches of records with split and key (validated, or
+        listed with their sizes when WriteShards validates)
 Output: shards  ((split, index, num_shards), [packed [(position, Rec), ...], ...]),
                 one element for every planned shard, empty ones included; the
                 batches are records.pack()ed bytes (see there)
@@ -22,7 +23,9 @@ from transforms.records import pack, unpack
 
 def by_bucket(groups: dict) -> list:
     """((split, bucket), (count, bytes, packed records)) for each group."""
-    return [(k, (len(recs), sum(r.size for r in recs), pack(recs))) for k, recs in sorted(groups.items())]
+    # A size the listing did not give (-1) counts as 0: such runs plan by
+    # --num_shards, or validate first (pipelines/parse.py).
+    return [(k, (len(recs), sum(max(r.size, 0) for r in recs), pack(recs))) for k, recs in sorted(groups.items())]
 
 
 class _ByBucketFn(beam.DoFn):

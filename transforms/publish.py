@@ -9,12 +9,20 @@ own manifest and stops.
 Order, so an old dataset is never mixed with a new one: remove the old
 manifest (the folder stops claiming to be complete), remove stale shards (any
 shard name not in this run: another count, split or compression), rename the
-new shards in, write the manifest, remove the staging folder and the lock.
+new shards in, check they are all there, write the manifest (complete or not
+at all), read it back, remove the staging folder and the lock.
+
+Fencing: a run publishes only while the lock names it. One whose lock was
+taken over (--break_lock, or the TTL) stops before touching the output; the
+check is repeated before the manifest and before LATEST. (A takeover between
+a check and the next write is not excluded: files have no fencing tokens.)
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime
+import errno
 import json
 import logging
 from typing import Iterable
@@ -39,7 +47,7 @@ def collect_shards(shards: Iterable[ShardResult], plans: dict) -> dict:
     by_name: dict = {}
     for s in shards:
         seen = by_name.get(s.name)
-        if seen is not None and (seen.sha256, seen.records) != (s.sha256, s.records):
+        if seen is not None and (seen.crc32c, seen.records) != (s.crc32c, s.records):
             raise PublishError(f"shard {s.name} was written twice with different contents")
         by_name.setdefault(s.name, s)
     out = {}
@@ -73,7 +81,7 @@ def build_manifest(shards: dict, rejects: list, stats: dict, label_map, options:
             "num_shards": len(ss),
             "pattern": f"{split}-*",
             "label_counts": {names.get(i, str(i)): c for i, c in sorted(per_label.items())},
-            "shards": [{"name": s.name, "records": s.records, "bytes": s.bytes, "sha256": s.sha256} for s in ss],
+            "shards": [{"name": s.name, "records": s.records, "bytes": s.bytes, "crc32c": s.crc32c} for s in ss],
         }
     by_reason = collections.Counter(r.reason for r in rejects)
     schema = feature_schema(label_map.kind, label_map.extra_kinds, keys)
@@ -133,11 +141,12 @@ def publish(spec, staging: str, shards: list, rejects: list, stats: dict, label_
     output, run_id, keys = spec.output, spec.run_id, dict(spec.feature_keys)
     manifest_path = fsutil.join(output, layout.MANIFEST)
     current = _read_json(manifest_path)
-    if current and current.get("run_id") == run_id:  # a replay of this step: already published
+    if isinstance(current, dict) and current.get("run_id") == run_id:  # a replay of this step: already published
         if spec.root:
             layout.publish_latest(spec.root, spec.version, run_id)
         release_lock(spec.lock_dir, run_id)
         return current
+    check_lock(spec.lock_dir, run_id)
     if spec.previous_fingerprint and not spec.republish and fingerprint == spec.previous_fingerprint:
         logging.getLogger(__name__).warning(
             "inputs and options unchanged since version %s: nothing published", spec.previous_version)
@@ -146,35 +155,118 @@ def publish(spec, staging: str, shards: list, rejects: list, stats: dict, label_
     listed = stats.get("listed", 0)
     if listed and len(rejects) / listed > max_reject_fraction:
         failed = fsutil.join(output, layout.failed_rejects_name(run_id))
-        fsutil.write_bytes(failed, rejects_jsonl(rejects))
+        with _writing(output):
+            fsutil.write_bytes(failed, rejects_jsonl(rejects))
+        _prune_failed_rejects(output, run_id)
         _end(spec, staging)
         raise TooManyRejects(
             f"{len(rejects):,} of {listed:,} listed records ({len(rejects) / listed:.1%}) were rejected, "
             f"above --max_reject_fraction {max_reject_fraction}; nothing was published. The rejects and their "
             f"reasons are in {failed}")
     by_split = collect_shards(shards, plans)
+    all_shards = [s for ss in by_split.values() for s in ss]
     manifest = build_manifest(by_split, rejects, stats, label_map, options, keys, compression,
                               tool_version, run_id)
     manifest["fingerprint"] = {"run": fingerprint, "options": options_fingerprint}
     if spec.root:
         manifest["version"] = spec.version
         manifest["previous_version"] = spec.previous_version
-    fsutil.delete([manifest_path])
-    _move_shards_in(output, staging, [s for ss in by_split.values() for s in ss])
-    fsutil.write_bytes(fsutil.join(output, layout.REJECTS), rejects_jsonl(rejects))
-    fsutil.write_bytes(fsutil.join(output, layout.LABEL_MAP), label_map_json(label_map))
-    fsutil.write_bytes(fsutil.join(output, layout.SCHEMA), schema_pbtxt(manifest["features"]))
-    body = (json.dumps(manifest, indent=1, ensure_ascii=False) + "\n").encode("utf-8", "surrogateescape")
-    try:
-        fsutil.create_only(manifest_path, body)
-    except fsutil.AlreadyExists:
-        raise PublishError(f"{manifest_path} appeared while publishing: another run wrote this output") from None
+    check_lock(spec.lock_dir, run_id)  # the last moment before the old output is touched
+    with _writing(output):
+        fsutil.delete([manifest_path])
+        _move_shards_in(output, staging, all_shards)
+        fsutil.write_bytes(fsutil.join(output, layout.REJECTS), rejects_jsonl(rejects))
+        fsutil.write_bytes(fsutil.join(output, layout.LABEL_MAP), label_map_json(label_map))
+        fsutil.write_bytes(fsutil.join(output, layout.SCHEMA), schema_pbtxt(manifest["features"]))
+    check_published(output, all_shards)  # never a manifest beside missing shards
+    check_lock(spec.lock_dir, run_id)
+    with _writing(output):
+        try:
+            fsutil.create_only(manifest_path, manifest_bytes(manifest))
+        except fsutil.AlreadyExists:
+            raise PublishError(f"{manifest_path} appeared while publishing: another run wrote this output") from None
+    check_published(output, all_shards, run_id)
     # Only now, with the version complete, may training jobs see it.
-    if spec.root and not layout.publish_latest(spec.root, spec.version, run_id):
-        logging.getLogger(__name__).warning(
-            "version %s is complete, but LATEST names a version of a later run and was left alone", spec.version)
+    if spec.root:
+        check_lock(spec.lock_dir, run_id)
+        if not layout.publish_latest(spec.root, spec.version, run_id):
+            logging.getLogger(__name__).warning(
+                "version %s is complete, but LATEST names a version of a later run and was left alone", spec.version)
     _end(spec, staging)
     return manifest
+
+
+def manifest_bytes(manifest: dict) -> bytes:
+    return (json.dumps(manifest, indent=1, ensure_ascii=False) + "\n").encode("utf-8", "surrogateescape")
+
+
+# Write errors that a retry will not cure: the run fails with a message, not a traceback.
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+
+
+@contextlib.contextmanager
+def _writing(output: str):
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in _WRITE_ERRNOS:
+            raise  # e.g. a lost connection: let the runner retry the step
+        where = getattr(e, "filename", None) or output
+        raise PublishError(f"writing {where} failed: {e.strerror or e}; nothing was published ({output} has no "
+                           f"{layout.MANIFEST}; rerun with --overwrite once this is fixed)") from None
+
+
+def check_lock(lock_dir: str, run_id: str) -> None:
+    """Fencing: publish only while the lock still names this run. A run whose
+    lock was taken over (--break_lock, or it expired) must not write over the
+    output of the run that took it."""
+    lock = fsutil.join(lock_dir, layout.LOCK)
+    held = _read_json(lock)
+    if isinstance(held, dict) and held.get("run_id") == run_id:
+        return
+    if isinstance(held, dict):
+        who = (f"it now names run {held.get('run_id', '?')} on host {held.get('host', '?')}, started "
+               f"{held.get('started', '?')}")
+    else:
+        who = "it is gone"
+    raise PublishError(f"run {run_id} no longer holds the lock {lock} ({who}): it was taken over (--break_lock, "
+                       f"or it expired after --lock_ttl_hours); nothing was published by this run")
+
+
+def check_published(output: str, shards: list, run_id: str = "") -> None:
+    """What was published is there: every shard under its name with its size,
+    and (with run_id) this run's manifest, readable. Otherwise the folder was
+    changed or removed while publishing; our manifest, if any, is removed so the
+    folder does not claim to be complete."""
+    sizes = fsutil.list_sizes(output)
+    bad = [s.name for s in shards if sizes.get(s.name) != s.bytes]
+    problem = ""
+    if bad:
+        problem = (f"{len(bad)} of {len(shards)} shards missing after publishing or of the wrong size "
+                   f"({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''})")
+    elif run_id:
+        try:
+            if layout.read_manifest(output).get("run_id") != run_id:
+                problem = f"{layout.MANIFEST} missing after publishing: another run's manifest is there"
+        except Exception as e:  # gone or unreadable
+            problem = f"{layout.MANIFEST} missing after publishing or unreadable ({str(e)[:200]})"
+    if not problem:
+        return
+    ours = _read_json(fsutil.join(output, layout.MANIFEST))
+    if run_id and isinstance(ours, dict) and ours.get("run_id") == run_id:
+        fsutil.delete([fsutil.join(output, layout.MANIFEST)])
+    raise PublishError(f"{output}: {problem}; was the output folder changed or removed while publishing? "
+                       "Nothing was published")
+
+
+def _prune_failed_rejects(output: str, run_id: str) -> None:
+    """Keeps the rejects of this run and of the latest other failed runs,
+    KEEP_FAILED_REJECTS in all: run ids start with their start time, so names
+    sort by age (this run's own file is kept even if another started in the
+    same second)."""
+    mine = layout.failed_rejects_name(run_id)
+    older = sorted(n for n in fsutil.list_dir(output) if layout.FAILED_REJECTS_RE.match(n) and n != mine)
+    fsutil.delete([fsutil.join(output, n) for n in older[:max(0, len(older) - (layout.KEEP_FAILED_REJECTS - 1))]])
 
 
 def _move_shards_in(output: str, staging: str, shards: list) -> None:
@@ -182,14 +274,19 @@ def _move_shards_in(output: str, staging: str, shards: list) -> None:
     compression), then gives this run's shards their final names. A replay finds
     them already moved."""
     keep = {s.name for s in shards}
-    fsutil.delete([fsutil.join(output, n) for n in fsutil.list_dir(output)
-                   if layout.SHARD_RE.match(n) and n not in keep])
+    present = fsutil.list_sizes(output)
+    fsutil.delete([fsutil.join(output, n) for n in present if layout.SHARD_RE.match(n) and n not in keep])
+    # One listing and batched renames, not requests per shard: on GCS a rename
+    # is a copy and a delete, and 1,024 shards one by one took minutes.
+    staged = fsutil.list_sizes(staging)
+    moves = []
     for s in shards:
         final = fsutil.join(output, s.name)
-        if fsutil.exists(s.temp_path):
-            fsutil.rename(s.temp_path, final)
-        elif not (fsutil.exists(final) and fsutil.size(final) == s.bytes):
+        if s.temp_path.rsplit("/", 1)[-1] in staged:
+            moves.append((s.temp_path, final))
+        elif present.get(s.name) != s.bytes:
             raise PublishError(f"shard {s.name} is missing from the staging folder {staging}")
+    fsutil.rename_many(moves)
 
 
 def _end(spec, staging: str) -> None:
@@ -200,7 +297,7 @@ def _end(spec, staging: str) -> None:
 def release_lock(output: str, run_id: str) -> None:
     lock = fsutil.join(output, layout.LOCK)
     held = _read_json(lock)
-    if held and held.get("run_id") == run_id:
+    if isinstance(held, dict) and held.get("run_id") == run_id:
         fsutil.delete([lock])
 
 

@@ -1,11 +1,21 @@
-"""Label tables: CSV/TSV with a header, or JSON Lines; pure parsing helpers."""
+"""Label tables: CSV/TSV with a header, or JSON Lines; pure parsing helpers.
+
+What one row can cost is bounded: a physical line over MAX_LINE characters, a
+cell over MAX_CELL, or a row over MAX_COLUMNS cells is a BadRow (rejected as
+`bad_row` with its line number), as is a line that does not decode in the
+table's encoding or a JSON Lines line that is not a JSON object. A bad row
+never stops the table: the rows after it are read (unless the decoder itself
+cannot go on, e.g. UTF-16 cut mid-character: that last BadRow says so).
+"""
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
 import posixpath
-from typing import Iterable, Iterator, Optional, TextIO
+import re
+from typing import Iterable, Iterator, NamedTuple, Optional, TextIO
 
 IMAGE_EXTENSIONS = frozenset(
     ".jpg .jpeg .jpe .jfif .png .gif .bmp .webp .tif .tiff .heic .heif .avif".split())
@@ -16,8 +26,43 @@ SPLIT_COLUMNS = ("split", "subset", "fold_name")
 TABLE_FORMATS = ("csv", "tsv", "jsonl")
 
 
+MAX_LINE = 1 << 20      # characters in one physical line
+MAX_CELL = 1 << 20      # characters in one cell (csv's own default limit is 128 KiB)
+MAX_COLUMNS = 1000      # columns of the header, cells of a row, keys of a JSON object
+SAMPLE_CHARS = 16 << 20  # what the checks before the run read at most
+_BAD = "\x00tfrecords-bad-line\x00"  # stands in for a line that could not be read
+_SURROGATE = re.compile("[\udc80-\udcff]")  # bytes that did not decode (surrogateescape)
+
+
+# The cap is ours (MAX_CELL, a bad_row); csv's default of 128 KiB would be raised for the whole table.
+csv.field_size_limit(MAX_CELL)
+
+
 class TableError(ValueError):
     pass
+
+
+class BadRow(NamedTuple):
+    detail: str
+
+
+def check_encoding(name: str) -> str:
+    """The codec name for --table_encoding, or TableError."""
+    try:
+        codecs.lookup(name)
+    except LookupError:
+        raise TableError(f"--table_encoding {name!r} is not an encoding Python knows; use e.g. utf-8, latin-1, "
+                         "cp1252, utf-16") from None
+    return name
+
+
+def open_text(binary, encoding: str = "utf-8") -> TextIO:
+    """Text from the table's bytes. Undecodable bytes are kept as surrogates
+    (and make their row a BadRow) instead of failing the whole read; a UTF-8
+    byte-order mark is dropped."""
+    if codecs.lookup(encoding).name == "utf-8":
+        encoding = "utf-8-sig"
+    return io.TextIOWrapper(binary, encoding=encoding, errors="surrogateescape", newline="")
 
 
 def table_format(path: str) -> str:
@@ -34,10 +79,9 @@ def table_format(path: str) -> str:
     return fmt
 
 
-def text_stream(binary) -> TextIO:
-    # utf-8-sig drops a byte-order mark; newline="" lets csv handle CRLF and
-    # newlines inside quoted fields.
-    return io.TextIOWrapper(binary, encoding="utf-8-sig", newline="")
+def text_stream(binary, encoding: str = "utf-8") -> TextIO:
+    # newline="" lets csv handle CRLF and newlines inside quoted fields.
+    return open_text(binary, encoding)
 
 
 def _cell(v) -> str:
@@ -52,56 +96,188 @@ def _cell(v) -> str:
     return str(v).strip()
 
 
-def iter_rows(stream: TextIO, fmt: str) -> Iterator[tuple[int, dict]]:
-    """(row number from 1, {column: stripped string}) for each data row."""
+def _lines(stream: TextIO, bad: dict, start: int = 0) -> Iterator[str]:
+    """Physical lines, each at most MAX_LINE characters; a line that is too
+    long or does not decode is replaced by a marker, its reason kept in `bad`
+    by line number."""
+    n = start
+    while True:
+        try:
+            line = _readline(stream, MAX_LINE + 1, n + 1)
+        except _Undecodable as e:  # the last row: its BadRow says why the rest is not read
+            bad[n + 1] = str(e)
+            yield _BAD + "\n"
+            return
+        if not line:
+            return
+        n += 1
+        if len(line) > MAX_LINE and not line.endswith(("\n", "\r")):
+            size = len(line)
+            while True:  # skip the rest of the line without holding it
+                try:
+                    more = _readline(stream, MAX_LINE, n)
+                except _Undecodable:
+                    more = ""
+                size += len(more)
+                if not more or more.endswith(("\n", "\r")):
+                    break
+            bad[n] = f"line {n} has {size:,} characters or more, above the limit of {MAX_LINE:,}"
+            yield _BAD + "\n"
+        elif _SURROGATE.search(line):
+            encoding = stream.encoding.replace("utf-8-sig", "utf-8")
+            bad[n] = f"line {n} is not valid {encoding} text (pass --table_encoding, e.g. latin-1)"
+            yield _BAD + "\n"
+        else:
+            yield line
+
+
+class _Undecodable(Exception):
+    pass
+
+
+def _readline(stream: TextIO, limit: int, n: int) -> str:
+    # Invalid bytes become surrogates (a BadRow), but some decoders fail as a
+    # whole (UTF-16 without a BOM, a cut code unit at the end): nothing after
+    # that point can be decoded.
+    try:
+        return stream.readline(limit)
+    except UnicodeError as e:
+        raise _Undecodable(f"line {n} is not valid {stream.encoding} text ({e}), and nothing after it can be "
+                           "read; pass the right --table_encoding") from None
+
+
+def open_rows(stream: TextIO, fmt: str) -> tuple[list, Iterator[tuple]]:
+    """(header, rows): the CSV/TSV header (the first non-blank row; [] for
+    JSON Lines), and (line number, {column: stripped string} or BadRow) for
+    each data row after it."""
     if fmt == "jsonl":
-        for n, line in enumerate(stream, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise TableError(f"line {n} is not valid JSON: {e}") from None
-            if not isinstance(obj, dict):
-                raise TableError(f"line {n} is not a JSON object")
-            yield n, {str(k).strip(): _cell(v) for k, v in obj.items()}
-        return
-    reader = csv.reader(stream, delimiter="\t" if fmt == "tsv" else ",", skipinitialspace=True)
-    header = None
-    n = 0
-    for row in reader:
+        return [], _iter_jsonl(stream)
+    bad: dict = {}
+    counter = _Counting(_lines(stream, bad))
+    reader = csv.reader(counter, delimiter="\t" if fmt == "tsv" else ",", skipinitialspace=True)
+    rows = _csv_rows(reader, counter, bad)
+    for n, row in rows:
+        if isinstance(row, BadRow):
+            raise TableError(f"the header row cannot be read: {row.detail}")
+        header = [c.strip() for c in row]
+        if len(header) > MAX_COLUMNS:
+            raise TableError(f"the header has {len(header):,} columns; at most {MAX_COLUMNS:,} are allowed")
+        twice = sorted({c for c in header if c and header.count(c) > 1})
+        if twice:  # which of the two cells would be the label?
+            raise TableError(f"the header names column(s) {twice} more than once; give each column its own name")
+        return header, _with_header(rows, header)
+    raise TableError("the table is empty (no header row)")
+
+
+def _csv_rows(reader, counter: "_Counting", bad: dict) -> Iterator[tuple]:
+    """(first line, [cells] or BadRow) for each non-blank CSV record."""
+    last = 0
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            first, last = last + 1, counter.n
+            limit = f" (a cell is limited to {MAX_CELL:,} characters)" if "field limit" in str(e) else ""
+            yield first, BadRow(f"line {first}: {e}{limit}")
+            continue
+        first, last = last + 1, counter.n
         if not row or all(not c.strip() for c in row):
             continue
-        if header is None:
-            header = [c.strip() for c in row]
+        if any(_BAD in c for c in row):
+            yield first, BadRow(next((bad[k] for k in range(first, last + 1) if k in bad), f"line {first}"))
             continue
-        n += 1
-        yield n, {k: (row[i].strip() if i < len(row) else "") for i, k in enumerate(header)}
+        yield first, row
+
+
+def _with_header(rows: Iterator[tuple], header: list) -> Iterator[tuple]:
+    for n, row in rows:
+        if isinstance(row, BadRow):
+            yield n, row
+        elif len(row) > MAX_COLUMNS:
+            yield n, BadRow(f"line {n} has {len(row):,} cells, above the limit of {MAX_COLUMNS:,}")
+        else:
+            yield n, {k: (row[i].strip() if i < len(row) else "") for i, k in enumerate(header)}
+
+
+class _Counting:
+    """An iterator of lines that counts them (csv reads ahead over quoted newlines)."""
+
+    def __init__(self, lines: Iterator[str]):
+        self._lines, self.n = lines, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._lines)
+        self.n += 1
+        return line
+
+
+def _iter_jsonl(stream: TextIO) -> Iterator[tuple]:
+    bad: dict = {}
+    for n, line in enumerate(_lines(stream, bad), 1):
+        if n in bad:
+            yield n, BadRow(bad[n])
+            continue
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError) as e:  # JSONDecodeError, an integer of more than 4,300 digits
+            yield n, BadRow(f"line {n} is not valid JSON: {e}")
+            continue
+        if not isinstance(obj, dict):
+            yield n, BadRow(f"line {n} is a JSON {type(obj).__name__}, not an object {{\"column\": value}}")
+            continue
+        if len(obj) > MAX_COLUMNS:
+            yield n, BadRow(f"line {n} has {len(obj):,} keys, above the limit of {MAX_COLUMNS:,}")
+            continue
+        cells = {str(k).strip(): _cell(v) for k, v in obj.items()}
+        big = next((k for k, v in cells.items() if len(v) > MAX_CELL), None)
+        if big is not None:
+            yield n, BadRow(f"line {n}: cell {big!r} has {len(cells[big]):,} characters, above the limit of "
+                            f"{MAX_CELL:,}")
+            continue
+        yield n, cells
+
+
+def iter_rows(stream: TextIO, fmt: str) -> Iterator[tuple[int, dict]]:
+    """(row number from 1, {column: stripped string}) for each data row
+    (JSON Lines: the line number); a bad row raises TableError."""
+    _, rows = open_rows(stream, fmt)
+    for k, (n, row) in enumerate(rows, 1):
+        if isinstance(row, BadRow):
+            raise TableError(row.detail)
+        yield (n if fmt == "jsonl" else k), row
 
 
 def read_columns(stream: TextIO, fmt: str, sample_rows: int = 1000) -> tuple[list[str], list[dict]]:
-    """The column names and the first rows, for checks before the run starts."""
-    if fmt == "jsonl":
-        rows = []
-        cols: dict = {}
-        for _, row in iter_rows(stream, fmt):
-            rows.append(row)
+    """The column names and the first good rows (at most `sample_rows`, and
+    SAMPLE_CHARS of cells), for checks before the run starts."""
+    header, rows = open_rows(stream, fmt)
+    if header:
+        looks_like_data = [c for c in header if has_image_extension(c)]
+        if looks_like_data:
+            raise TableError(f"its first row {header[:4]} looks like data, not a header: {looks_like_data[0]!r} "
+                             "is an image file name. Add a header row naming the columns, e.g. filename,label")
+    sample: list = []
+    cols: dict = dict.fromkeys(header)
+    chars = 0
+    for _, row in rows:
+        if isinstance(row, BadRow):
+            continue  # rejected as bad_row when the run reads it
+        sample.append(row)
+        if not header:
             cols.update(dict.fromkeys(row))
-            if len(rows) >= sample_rows:
-                break
-        return list(cols), rows
-    reader = csv.reader(stream, delimiter="\t" if fmt == "tsv" else ",", skipinitialspace=True)
-    header = next((r for r in reader if r and any(c.strip() for c in r)), None)
-    if header is None:
-        raise TableError("the table is empty (no header row)")
-    header = [c.strip() for c in header]
-    rows = []
-    for row in reader:
-        if row and any(c.strip() for c in row):
-            rows.append({k: (row[i].strip() if i < len(row) else "") for i, k in enumerate(header)})
-            if len(rows) >= sample_rows:
-                break
-    return header, rows
+        chars += sum(len(v) for v in row.values())
+        if len(sample) >= sample_rows or chars >= SAMPLE_CHARS:
+            break
+    if len(cols) > MAX_COLUMNS:
+        raise TableError(f"the table has {len(cols):,} columns; at most {MAX_COLUMNS:,} are allowed")
+    return list(cols), sample
 
 
 def pick_column(columns: list[str], wanted: str, candidates: Iterable[str], what: str,

@@ -9,8 +9,8 @@ is written, and read back with the exact offset of any damage.
 """
 from __future__ import annotations
 
+import base64
 import enum
-import hashlib
 import struct
 import zlib
 from typing import BinaryIO, Iterable, Iterator
@@ -59,15 +59,28 @@ def _compressor(compression: Compression):
     return None
 
 
+def crc32c_text(crc: int) -> str:
+    """A CRC32C as Cloud Storage writes it (base64 of the big-endian value),
+    so a manifest's shard checksum compares directly with the object's own."""
+    return base64.b64encode(crc.to_bytes(4, "big")).decode("ascii")
+
+
 class RecordWriter:
-    """Frames records onto a binary file object, counting and hashing the bytes
-    that reach the file (after compression), so the shard's size and sha256
-    are known the moment it is closed, without reading it again."""
+    """Frames records onto a binary file object, counting and checksumming the
+    bytes that reach the file (after compression), so the shard's size and
+    CRC32C are known the moment it is closed, without reading it again.
+
+    Why CRC32C and not SHA-256 for the shard: it is there to catch damage in
+    storage and transfer, which CRC32C does (every burst up to 32 bits, else
+    1 in 2^32), not to resist a forger who could rewrite the manifest as well;
+    it costs ~20 us per 116 KB record against ~75 us; and it is the checksum
+    Cloud Storage keeps for every object, so a shard on GCS can be checked
+    against the manifest without downloading it."""
 
     def __init__(self, sink: BinaryIO, compression: Compression = Compression.NONE):
         self._sink = sink
         self._compressor = _compressor(compression)
-        self._sha = hashlib.sha256()
+        self._crc = 0
         self.records = 0
         self.bytes_written = 0
 
@@ -76,7 +89,7 @@ class RecordWriter:
             data = self._compressor.compress(data)
             if not data:
                 return
-        self._sha.update(data)
+        self._crc = google_crc32c.extend(self._crc, data)
         self._sink.write(data)
         self.bytes_written += len(data)
 
@@ -98,15 +111,16 @@ class RecordWriter:
         self.records += 1
 
     def close(self) -> str:
-        """Flushes the compressor (not the sink) and returns the sha256 hex."""
+        """Flushes the compressor (not the sink) and returns the shard's
+        CRC32C (crc32c_text)."""
         if self._compressor is not None:
             tail = self._compressor.flush()
             self._compressor = None
             if tail:
-                self._sha.update(tail)
+                self._crc = google_crc32c.extend(self._crc, tail)
                 self._sink.write(tail)
                 self.bytes_written += len(tail)
-        return self._sha.hexdigest()
+        return crc32c_text(self._crc)
 
 
 class RecordError(Exception):

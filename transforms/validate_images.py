@@ -1,5 +1,7 @@
 """Stage ValidateImages: read each file once, check it (see transforms/images.py)
 and record what will be stored; bad files become rejects with their reason.
+Reads run ahead of the checks on a bounded pool (transforms/reads.py), in
+order, so a bucket's latency overlaps the decoding.
 
 This is the CPU-heavy stage (a decode per image in full mode), so its input is
 spread over the workers first. Only metadata leaves it: the bytes are read
@@ -11,7 +13,6 @@ Output: records [Rec, ...] with size, format, height, width, channels, crc;
 """
 from __future__ import annotations
 
-import unicodedata
 import warnings
 from typing import Union
 
@@ -19,46 +20,54 @@ import apache_beam as beam
 from PIL import Image
 
 from transforms import fsutil
+from transforms.gcs import StorageUnavailable
 from transforms.images import BadImage, ImagePolicy, probe_image
 from transforms.list_inputs import RECORDS, REJECTS
 from transforms.progress import Progress
+from transforms.reads import NotAFile, ReadPolicy, TooLarge, make_pool, read_ahead, read_input
 from transforms.records import Batch, Reason, Rec, Reject, fingerprint, pack, reject, unpack
 
 
-def _read(rec: Rec) -> tuple[bytes, str]:
-    """The bytes and the path they came from. A name in the other Unicode
-    normal form (NFC/NFD: macOS writes NFD, most tables hold NFC) is tried when
-    the name as given does not exist."""
-    try:
-        return fsutil.read_bytes(rec.path), rec.path
-    except FileNotFoundError:
-        if not fsutil.is_local(rec.path):
-            raise
-        for form in ("NFC", "NFD"):
-            alt = unicodedata.normalize(form, rec.path)
-            if alt != rec.path:
-                try:
-                    return fsutil.read_bytes(alt), alt
-                except FileNotFoundError:
-                    pass
-        raise
+def read_record(rec: Rec, policy: ReadPolicy) -> tuple[bytes, Rec]:
+    """The record's bytes, and the record updated with where and which
+    version they came from."""
+    data, path, generation = read_input(rec.path, rec.generation, rec.size, policy)
+    return data, rec._replace(path=path, generation=generation or rec.generation)
 
 
-def validate_record(rec: Rec, policy: ImagePolicy) -> Union[Rec, Reject]:
-    try:
-        data, path = _read(rec)
-    except IsADirectoryError:
-        return reject(rec, Reason.NOT_AN_IMAGE, "the path names a folder")
-    except Exception as e:  # any filesystem's error: FileNotFoundError, BeamIOError, 404s ...
-        reason = Reason(fsutil.error_reason(e))
-        return reject(rec, reason, f"{type(e).__name__}: {e}"[:500])
+def read_reject(rec: Rec, e: Exception) -> Reject:
+    """The reject for a read that failed on this one file. A store that does
+    not answer at all is no reason to reject a file: that error is raised."""
+    if isinstance(e, StorageUnavailable):
+        raise e
+    if isinstance(e, NotAFile):
+        return reject(rec, Reason.NOT_A_FILE, str(e))
+    if isinstance(e, TooLarge):
+        return reject(rec, Reason.TOO_LARGE, str(e))
+    # any filesystem's error: FileNotFoundError, BeamIOError, 404s ...
+    return reject(rec, Reason(fsutil.error_reason(e)), f"{type(e).__name__}: {e}"[:500])
+
+
+def check_record(rec: Rec, data: bytes, policy: ImagePolicy, read_again: bool = True) -> Union[Rec, Reject]:
+    """The record with what will be stored, or its Reject. `read_again`: the
+    writer will read the file a second time, and hold it to a CRC32C of
+    these bytes."""
     try:
         info = probe_image(data, policy)
     except BadImage as e:
         return reject(rec._replace(size=len(data)), e.reason, e.detail)
-    return rec._replace(path=path, size=len(data), fmt=info.fmt, height=info.height, width=info.width,
-                        channels=info.channels, colorspace=info.colorspace, source_fmt=info.source_fmt, reencode_to=info.reencode_to,
-                        crc=fingerprint(data))
+    return rec._replace(size=len(data), fmt=info.fmt, height=info.height, width=info.width,
+                        channels=info.channels, colorspace=info.colorspace, source_fmt=info.source_fmt,
+                        reencode_to=info.reencode_to, crc=fingerprint(data) if read_again else -1)
+
+
+def validate_record(rec: Rec, policy: ImagePolicy) -> Union[Rec, Reject]:
+    """Reads and checks one record (sequentially; the stage reads ahead)."""
+    try:
+        data, rec = read_record(rec, policy.reads)
+    except Exception as e:
+        return read_reject(rec, e)
+    return check_record(rec, data, policy)
 
 
 def configure_pillow(policy: ImagePolicy) -> None:
@@ -78,12 +87,21 @@ class _ValidateFn(beam.DoFn):
     def setup(self):
         configure_pillow(self._policy)
         self._progress = Progress(self._progress_dir, "validate")
+        self._pool = None
 
     def process(self, packed: bytes):
         good, bad = Batch(), Batch()
         nbytes = 0
-        for rec in unpack(packed):
-            out = validate_record(rec, self._policy)
+        recs = unpack(packed)
+        if not recs:
+            return
+        reads = self._policy.reads
+        if self._pool is None:
+            self._pool = make_pool(reads, recs[0].path)
+        for rec, got in read_ahead(recs, lambda r: read_record(r, reads), reads.in_flight_for(recs[0].path),
+                                   self._pool):
+            out = read_reject(rec, got.error) if got.error else check_record(got.value[1], got.value[0],
+                                                                               self._policy)
             if isinstance(out, Rec):
                 good.append(out)
                 nbytes += out.size

@@ -1,14 +1,22 @@
 """Stage WriteShards: each shard's records, in shuffle order, read from their
 files and streamed into one TFRecord file in the staging folder.
 
-Image bytes are read here, one at a time, and never pass through the runner;
-a worker holds one image and one shard's metadata at a time. The file gets a
+Image bytes are read here, a bounded number ahead of the writing (in order,
+transforms/reads.py), and never pass through the runner; a worker holds the
+reads in flight and one shard's metadata at a time. The file gets a
 unique temporary name; only the publish step gives it its final name, so a
 retried or replayed bundle rewrites instead of duplicating, and nothing
 partial is ever visible under a final name.
 
+With one read per image (the default where the listing gives every size),
+each image is validated here, as it is read (transforms/validate_images.py's
+checks), so what is written is exactly the bytes that were checked; shards
+whose records are rejected hold fewer records than planned. With two, the
+ValidateImages stage checked it before planning, and here it is read again
+and held to what was validated (a `changed` reject otherwise).
+
 Input:  ((split, index, num_shards), [packed [(position, Rec), ...], ...])
-Output: ShardResult; rejects [Reject] (`changed`: the file changed since it was validated)
+Output: ShardResult; rejects [Reject]
 """
 from __future__ import annotations
 
@@ -16,18 +24,21 @@ import collections
 import hashlib
 import operator
 import uuid
-from typing import Optional
+from typing import NamedTuple, Union
 
 import apache_beam as beam
 
 from transforms import fsutil
 from transforms.example_codec import BYTES, FLOAT, INT64, encode_example
+from transforms.gcs import StorageUnavailable
 from transforms.images import ImagePolicy, reencode_image
 from transforms.list_inputs import REJECTS
 from transforms.progress import Progress
-from transforms.records import Batch, Reason, Rec, ShardResult, fingerprint, reject, unpack
+from transforms.reads import ReadPolicy, make_pool, read_ahead, read_input
+from transforms.records import Batch, Reason, Rec, Reject, ShardResult, fingerprint, reject, unpack
 from transforms.sharding import shard_name
 from transforms.tfrecord_io import Compression, RecordWriter
+from transforms.validate_images import check_record, configure_pillow, read_record, read_reject
 
 DEFAULT_KEYS = {
     "encoded": "image/encoded", "format": "image/format", "height": "image/height",
@@ -63,83 +74,145 @@ def example_features(rec: Rec, data: bytes, sha256_hex: str, label_kind: str, ke
     return f
 
 
-def read_checked(rec: Rec) -> tuple[Optional[bytes], str]:
-    """The file's bytes if they are still the ones validated, else (None, why)."""
+def read_again(rec: Rec, policy: ReadPolicy) -> bytes:
+    """The bytes validated, read a second time: on GCS the same object
+    generation (a newer one answers 404)."""
+    data, _, _ = read_input(rec.path, rec.generation, rec.size, policy)
+    return data
+
+
+def recheck(rec: Rec, policy: ReadPolicy) -> Union[bytes, Reject]:
+    """Two reads per image: the file's bytes if they are exactly the ones
+    validated (size and CRC32C of every byte), else a `changed` reject."""
     try:
-        data = fsutil.read_bytes(rec.path)
+        data = read_again(rec, policy)
+    except StorageUnavailable:
+        raise
     except Exception as e:  # any filesystem's error (OSError locally; BeamIOError, NotFound on GCS)
-        return None, f"the file could not be read again: {type(e).__name__}: {e}"[:500]
-    if len(data) != rec.size or (rec.crc >= 0 and fingerprint(data) != rec.crc):
-        return None, f"the file changed since it was validated ({rec.size} -> {len(data)} bytes)"
-    return data, ""
+        return reject(rec, Reason.CHANGED, f"the file could not be read again: {type(e).__name__}: {e}"[:500])
+    if len(data) != rec.size:
+        return reject(rec, Reason.CHANGED, f"the file changed since it was validated ({rec.size} -> {len(data)} "
+                      "bytes)")
+    if rec.crc >= 0 and fingerprint(data) != rec.crc:
+        return reject(rec, Reason.CHANGED, f"the file changed since it was validated (same size, {rec.size} "
+                      "bytes, other content)")
+    return data
+
+
+class Prepared(NamedTuple):
+    rec: Rec
+    data: bytes       # what is stored
+    sha256_hex: str   # of `data`
+
+
+def prepare(rec: Rec, policy: ImagePolicy, validate: bool) -> Union[Prepared, Reject]:
+    """Everything one image needs before it is encoded, on a read-ahead
+    thread (reading waits on I/O; Pillow's decoding and hashlib release the
+    GIL): read it once and validate it (`validate`), or read it again and
+    check it is what was validated; re-encode if asked; hash it."""
+    if validate:
+        try:
+            data, rec = read_record(rec, policy.reads)
+        except Exception as e:
+            return read_reject(rec, e)  # raises StorageUnavailable
+        checked = check_record(rec, data, policy, read_again=False)
+        if isinstance(checked, Reject):
+            return checked
+        rec = checked
+    else:
+        data = recheck(rec, policy.reads)
+        if isinstance(data, Reject):
+            return data
+    if rec.reencode_to:
+        data = reencode_image(data, rec.reencode_to, policy)
+    return Prepared(rec, data, hashlib.sha256(data).hexdigest())
 
 
 class _WriteShardFn(beam.DoFn):
     def __init__(self, staging: str, compression: Compression, policy: ImagePolicy,
-                 keys: dict, progress_dir: str = ""):
+                 keys: dict, validate: bool, progress_dir: str = ""):
         self._staging = staging
         self._compression = compression
         self._policy = policy
         self._keys = keys
+        self._validate = validate
         self._progress_dir = progress_dir
         self._records = beam.metrics.Metrics.counter("tfrecords", "records_written")
         self._bytes = beam.metrics.Metrics.counter("tfrecords", "bytes_written")
         self._shards = beam.metrics.Metrics.counter("tfrecords", "shards_written")
-        self._changed = beam.metrics.Metrics.counter("tfrecords", "rejected_changed")
+        # The counters ValidateImages keeps, when validation happens here.
+        self._valid = beam.metrics.Metrics.counter("tfrecords", "images_valid")
+        self._rejected = beam.metrics.Metrics.counter(
+            "tfrecords", "images_rejected" if validate else "rejected_changed")
 
     def setup(self):
+        if self._validate:
+            configure_pillow(self._policy)
         self._progress = Progress(self._progress_dir, "write")
+        self._validated = Progress(self._progress_dir if self._validate else "", "validate")
+        self._pool = None
 
     def process(self, element, label_map):
         (split, index, num_shards), groups = element
-        items = sorted((it for g in groups for it in unpack(g)), key=operator.itemgetter(0))
+        recs = [rec for _, rec in sorted((it for g in groups for it in unpack(g)), key=operator.itemgetter(0))]
         name = shard_name(split, index, num_shards, self._compression.suffix)
         temp = fsutil.join(self._staging, f"{name}.{uuid.uuid4().hex}")
         label_counts = collections.Counter()
         rejects = Batch()
+        policy, validate = self._policy, self._validate
+        in_flight = policy.reads.in_flight_for(recs[0].path) if recs else 1
+        if self._pool is None and recs:
+            self._pool = make_pool(policy.reads, recs[0].path)
         with fsutil.open_write(temp) as sink:
             writer = RecordWriter(sink, self._compression)
-            for _, rec in items:
-                data, why = read_checked(rec)
-                if data is None:
-                    rejects.append(reject(rec, Reason.CHANGED, why))
+            for _, got in read_ahead(recs, lambda r: prepare(r, policy, validate), in_flight, self._pool):
+                if got.error is not None:
+                    raise got.error  # a bug or a store that stopped answering: the bundle fails
+                if isinstance(got.value, Reject):
+                    rejects.append(got.value)
+                    self._validated.add(0, 0, 1)
                     continue
-                if rec.reencode_to:
-                    data = reencode_image(data, rec.reencode_to, self._policy)
-                feats = example_features(rec, data, hashlib.sha256(data).hexdigest(), label_map.kind, self._keys)
-                chunks, length = encode_example(feats)
+                rec, data, sha = got.value
+                self._validated.add(1, rec.size)
+                chunks, length = encode_example(example_features(rec, data, sha, label_map.kind, self._keys))
                 before = writer.bytes_written
                 writer.write(chunks, length)
                 if rec.label_id is not None:
                     label_counts[rec.label_id] += 1
                 self._progress.add(1, writer.bytes_written - before)
-            sha = writer.close()
+            crc = writer.close()
         self._records.inc(writer.records)
         self._bytes.inc(writer.bytes_written)
         self._shards.inc()
-        self._changed.inc(len(rejects))
+        self._rejected.inc(len(rejects))
+        if self._validate:
+            self._valid.inc(writer.records)
         self._progress.flush()
+        self._validated.flush()
         if rejects:
             yield beam.pvalue.TaggedOutput(REJECTS, rejects)
         yield ShardResult(split, index, num_shards, name, temp, writer.records, writer.bytes_written,
-                          sha, tuple(sorted(label_counts.items())))
+                          crc, tuple(sorted(label_counts.items())))
 
     def teardown(self):
         self._progress.flush(force=True)
-
+        self._validated.flush(force=True)
 
 class WriteShards(beam.PTransform):
+    """`validate`: the records were not validated yet (one read per image);
+    else each file is read again and held to what was validated."""
+
     def __init__(self, staging: str, compression: Compression, policy: ImagePolicy,
-                 keys: dict, label_map, progress_dir: str = ""):
+                 keys: dict, label_map, progress_dir: str = "", validate: bool = False):
         super().__init__()
-        self._args = (staging, compression, policy, keys)
+        self._args = (staging, compression, policy, keys, validate)
         self._label_map = label_map
         self._progress_dir = progress_dir
 
     def expand(self, shard_inputs):
-        staging, compression, policy, keys = self._args
+        staging, compression, policy, keys, validate = self._args
         return shard_inputs | "Write" >> beam.ParDo(
-            _WriteShardFn(staging, compression, policy, keys, self._progress_dir),
+            _WriteShardFn(staging, compression, policy, keys, validate, self._progress_dir),
             beam.pvalue.AsSingleton(self._label_map)).with_outputs(REJECTS, main="shards")
 
 

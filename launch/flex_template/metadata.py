@@ -50,8 +50,8 @@ BOOL_RE = "^(true|false)$"
 REGEXES = {
     # pipelines.parse.parse_size: a number and an optional unit (B, KB, MB, GB, TB, KiB, ..., K, M, G)
     "shard_size": r"^\s*[0-9]+(\.[0-9]+)?\s*([KMGTkmgt][iI]?[bB]|[KMGkmg]|[bB])?\s*$",
-    # N, or SPLIT=N,SPLIT=N
-    "num_shards": rf"^\s*([0-9]+|{NAME_RE}\s*=\s*[0-9]+(\s*,\s*{NAME_RE}\s*=\s*[0-9]+)*\s*,?)?\s*$",
+    # auto, N, or SPLIT=N,SPLIT=N
+    "num_shards": rf"^\s*([Aa][Uu][Tt][Oo]|[0-9]+|{NAME_RE}\s*=\s*[0-9]+(\s*,\s*{NAME_RE}\s*=\s*[0-9]+)*\s*,?)?\s*$",
     # auto, folders, column, a split name, or NAME=FRACTION,...
     "split": rf"^\s*({NAME_RE}|{NAME_RE}\s*=\s*[0-9.eE+-]+(\s*,\s*{NAME_RE}\s*=\s*[0-9.eE+-]+)*\s*,?)\s*$",
     # pipelines.versions.VERSION_NAME, or empty for the UTC time

@@ -1,0 +1,185 @@
+"""Issue 10, the command line: mistyped flags, one-line messages instead of
+tracebacks, and the smaller items (shard counts, case, help text, --version)."""
+import os
+import resource
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import convert, image_bytes, make_tree, manifest, read_examples, write
+from pipelines.options import help_parser
+
+BIN = os.path.dirname(sys.executable)
+TFRECORDS = os.path.join(BIN, "tfrecords")
+
+
+@pytest.mark.parametrize("flag,value,suggested", [
+    ("--num_shard", "4", "--num_shards"),
+    ("--num-shards", "4", "--num_shards"),
+    ("--compresion", "gzip", "--compression"),
+    ("--feature_key", "image/encoded=x", "--feature_keys"),
+    ("--label-depth", "2", "--label_depth"),
+    ("--overwrit", None, "--overwrite"),
+])
+def test_mistyped_flags_fail_with_a_suggestion(tmp_path, capsys, flag, value, suggested):
+    root, out = str(tmp_path / "imgs"), str(tmp_path / "out")
+    make_tree(root, per_class=1)
+    args = [flag] + ([value] if value is not None else [])
+    assert convert("--input", root, "--output", out, *args) == 2
+    err = capsys.readouterr().err
+    assert f"unknown flag {flag}: did you mean {suggested}?" in err
+    assert not os.path.exists(out)
+
+
+def test_unknown_flag_without_a_near_name_and_stray_values(tmp_path, capsys):
+    root, out = str(tmp_path / "imgs"), str(tmp_path / "out")
+    make_tree(root, per_class=1)
+    assert convert("--input", root, "--output", out, "--zzqq", "1") == 2
+    assert "unknown flag --zzqq" in capsys.readouterr().err
+    assert convert("--input", root, "--output", out, "stray") == 2
+    assert "unexpected argument 'stray'" in capsys.readouterr().err
+
+
+def test_beams_own_flags_still_pass(tmp_path):
+    root, out = str(tmp_path / "imgs"), str(tmp_path / "out")
+    make_tree(root, per_class=2)
+    assert convert("--input", root, "--output", out, "--runner", "DirectRunner", "--direct_num_workers", "1",
+                   "--direct_runner_bundle_repeat", "2", "--temp_location", str(tmp_path / "tmp"),
+                   "--project", "p", "--region", "europe-west1", "--experiments", "x",
+                   "--setup_file", os.path.join(os.path.dirname(BIN), "..", "setup.py")) == 0
+    assert len(read_examples(out, "train")) == 6
+
+
+def test_compression_in_any_case(tmp_path):
+    root, out = str(tmp_path / "imgs"), str(tmp_path / "out")
+    make_tree(root, per_class=1)
+    assert convert("--input", root, "--output", out, "--compression", "GZIP", "--validate", "HEADER") == 0
+    m = manifest(out)
+    assert m["tf_compression_type"] == "GZIP" and m["splits"]["train"]["shards"][0]["name"].endswith(".gz")
+    assert len(read_examples(out, "train")) == 3
+
+
+def test_num_shards_zero_is_an_error_and_auto_is_explicit(tmp_path, capsys):
+    root, out = str(tmp_path / "imgs"), str(tmp_path / "out")
+    make_tree(root, per_class=1)
+    assert convert("--input", root, "--output", out, "--num_shards", "0") == 2
+    assert "--num_shards 0: expected N >= 1, or auto" in capsys.readouterr().err
+    assert convert("--input", root, "--output", out, "--num_shards", "auto") == 0
+    assert manifest(out)["splits"]["train"]["num_shards"] == 1
+
+
+def test_more_shards_than_records_warns_and_singular_shard(tmp_path, capsys):
+    root, out = str(tmp_path / "imgs"), str(tmp_path / "out")
+    make_tree(root, per_class=1)
+    assert convert("--input", root, "--output", out, "--num_shards", "5") == 0
+    captured = capsys.readouterr()
+    assert "warning: split train: 5 shards for 3 records; 2 shards are empty" in captured.err
+    assert manifest(out)["splits"]["train"]["num_shards"] == 5  # the count asked for is kept
+    assert len(read_examples(out, "train")) == 3
+    out1 = str(tmp_path / "out1")
+    assert convert("--input", root, "--output", out1, "--num_shards", "1") == 0
+    assert "warning" not in capsys.readouterr().err
+    p = subprocess.run([TFRECORDS, "verify", out1], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "OK: 1 shard, 3 records" in p.stdout
+
+
+def test_help_shows_each_default_once():
+    text = help_parser("tfrecords convert").format_help()
+    assert "(default: )" not in text
+    flat = " ".join(text.split())
+    assert "(default: the table's folder) (default" not in flat
+    assert "(default: 150MB)" in flat and "(default: full)" in flat and "(default: auto)" in flat
+
+
+def test_version_flag():
+    from pipelines import __version__
+    p = subprocess.run([TFRECORDS, "--version"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == f"tfrecords {__version__}"
+
+
+def test_output_is_a_file_or_through_a_file(tmp_path, capsys):
+    root = str(tmp_path / "imgs")
+    make_tree(root, per_class=1)
+    f = write(str(tmp_path / "afile"), b"x")
+    assert convert("--input", root, "--output", f) == 2
+    err = capsys.readouterr().err
+    assert f"--output {f!r} is a file, not a folder" in err and "Traceback" not in err
+    through = os.path.join(f, "sub", "out")
+    assert convert("--input", root, "--output", through) == 2
+    err = capsys.readouterr().err
+    assert f"{f!r} is a file, so no folder can be made inside it" in err and "Traceback" not in err
+    assert open(f, "rb").read() == b"x"
+
+
+def test_output_not_writable(tmp_path, capsys):
+    root = str(tmp_path / "imgs")
+    make_tree(root, per_class=1)
+    out = "/proc/sys/tfrecords-out"  # not writable, even for root
+    assert convert("--input", root, "--output", out) == 2
+    err = capsys.readouterr().err
+    assert "no permission to write in '/proc/sys'" in err and "Traceback" not in err
+
+
+def _limit_file_size():
+    # Files stop growing at 64 KB, as on a full disk (EFBIG instead of ENOSPC).
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
+
+def test_disk_full_while_writing_is_one_line(tmp_path):
+    root, out = str(tmp_path / "imgs"), str(tmp_path / "out")
+    for k in range(4):
+        write(os.path.join(root, "a", f"{k}.jpg"), image_bytes(300, 300, seed=k, quality=95))
+    p = subprocess.run([TFRECORDS, "convert", "--input", root, "--output", out, "--progress", "off"],
+                       capture_output=True, text=True, timeout=300, preexec_fn=_limit_file_size)
+    assert p.returncode == 1, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("error: File too large") and f"while writing --output {out}" in lines[0]
+    assert "free space" in lines[0]
+    assert not os.path.exists(os.path.join(out, "manifest.json"))
+
+
+def test_every_record_rejected_prints_reasons_and_counts_only(tmp_path):
+    root, out = str(tmp_path / "imgs"), str(tmp_path / "out")
+    write(os.path.join(root, "a", "x.jpg"), b"hello")
+    write(os.path.join(root, "a", "y.jpg"), b"")
+    for mode in ("multi_processing", "in_memory"):
+        p = subprocess.run([TFRECORDS, "convert", "--input", root, "--output", out, "--progress", "off",
+                            "--direct_running_mode", mode, "--direct_num_workers", "2"],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 1
+        lines = p.stderr.strip().splitlines()
+        assert p.stdout == "" and len(lines) == 2, p.stderr
+        assert lines[0].startswith("error: 2 of 2 listed records (100.0%) were rejected")
+        assert lines[1] == "rejected by reason: empty 1, not_an_image 1" or \
+            lines[1] == "rejected by reason: not_an_image 1, empty 1"
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    root, out = str(tmp_path / "imgs"), str(tmp_path / "out")
+    write(os.path.join(root, "a", "x.jpg"), b"hello")
+    p = subprocess.run([TFRECORDS, "convert", "--input", root, "--output", out, "--progress", "off",
+                        "--direct_running_mode", "in_memory", "--debug"], capture_output=True, text=True, timeout=300)
+    assert p.returncode != 0 and "Traceback" in p.stderr and "TooManyRejects" in p.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--label_depth", "1_0"], "--label_depth '1_0' is not an integer"),
+    (["--max_reject_fraction=nan"], "--max_reject_fraction 'nan' is not a number"),
+    (["--seed", "\u0663"], "--seed '\u0663' is not an integer"),
+])
+def test_number_flags_use_the_strict_grammar(tmp_path, capsys, args, message):
+    root = str(tmp_path / "imgs")
+    make_tree(root, per_class=1)
+    assert convert("--input", root, "--output", str(tmp_path / "out"), *args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_version_alone_prints_the_tool_version_in_convert(capsys):
+    from pipelines import __version__
+    from pipelines.convert import run
+    assert run(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"tfrecords {__version__}"

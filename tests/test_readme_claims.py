@@ -1,0 +1,109 @@
+"""Every README sentence that says the tests check something names tests that
+exist. CLAIMS maps each such sentence (a distinctive part of it) to the tests
+that back it; a README claim about the tests that is not in CLAIMS fails here,
+and so does a claim whose test was renamed or removed. Rows of the faults table
+name their own test and are checked by tests/test_integrity_table.py."""
+import ast
+import os
+import re
+
+from conftest import HERE, ROOT
+
+CLAIMS = {
+    "the test suite checks every accepted case against TensorFlow": [
+        "test_corpus.py::test_folder_corpus", "test_corpus.py::test_table_corpus",
+        "test_images.py::test_valid_images_decode_in_tensorflow_to_the_recorded_shape"],
+    "converted by `tests/test_corpus.py` with each written record decoded by `tf.io.decode_image`": [
+        "test_corpus.py::test_folder_corpus", "test_corpus.py::test_readme_table_tells_the_truth"],
+    "cannot produce that case, because the tests run as root": [],  # says what is not tested
+    "Each guarantee below is checked by the test suite": [
+        "test_faults.py::test_replayed_bundles_give_the_same_output",
+        "test_faults.py::test_attempts_failing_midway_then_retried_on_a_fresh_dofn",
+        "test_faults.py::test_killed_while_writing_shards", "test_faults.py::test_killed_while_publishing",
+        "test_verify.py::test_bit_flips", "test_verify.py::test_shard_cut_at_a_record_boundary_is_caught_by_the_count",
+        "test_verify.py::test_trailing_garbage", "test_verify.py::test_missing_and_stale_shards",
+        "test_verify.py::test_image_bytes_swapped_inside_a_valid_record",
+        "test_promises.py::test_overwrite_removes_stale_shards_of_another_compression_and_split",
+        "test_faults.py::test_two_conversions_into_one_output", "test_faults.py::test_two_conversions_started_at_once",
+        "test_security.py::test_absolute_paths_only_when_allowed",
+        "test_security.py::test_split_names_from_data_cannot_leave_the_output",
+        "test_security.py::test_no_credentials_in_logs_or_manifest"],
+    "the tests check that none of them reach the manifest, the rejects or the logs": [
+        "test_security.py::test_no_credentials_in_logs_or_manifest"],
+    "`tests/test_integrity_table.py` checks that the test exists": [
+        "test_integrity_table.py::test_every_row_names_a_test_that_asserts_its_message"],
+    "The tests run all of this against a GCS emulator": [
+        "test_gcs.py::test_gs_to_gs_multi_process", "test_gcs.py::test_local_to_gs_and_table_on_gcs",
+        "test_gcs.py::test_shards_larger_than_an_upload_chunk", "test_gcs.py::test_verify_and_inspect_on_gs"],
+    "builds the sdist that `--setup_file` stages": [
+        "test_packaging.py::test_the_staged_sdist_installs_and_converts_in_a_clean_virtualenv"],
+    "builds the Dataflow job in Beam's dry-run mode and checks its stages": [
+        "test_dataflow.py::test_dry_run_builds_the_dataflow_job"],
+    "checks that it matches the options": ["test_dataflow.py::test_template_metadata_matches_the_options"],
+    "Offline, the tests check the dry-run job, the template entry point and the scripts": [
+        "test_dataflow.py::test_dry_run_builds_the_dataflow_job",
+        "test_dataflow.py::test_flex_template_launch_of_the_scheduled_body",
+        "test_dataflow.py::test_build_and_run_scripts", "test_dataflow.py::test_scheduler_job"],
+    "`tests/test_versions.py`, `tests/test_promises.py` and `tests/test_gcs.py` check:": [
+        "test_promises.py::test_latest_moves_only_after_the_manifest",
+        "test_versions.py::test_versions_latest_unchanged_and_stable_ids",
+        "test_promises.py::test_an_unchanged_versioned_run_reads_no_image",
+        "test_versions.py::test_a_failed_run_never_moves_the_pointer",
+        "test_gcs.py::test_versioned_dataset_in_a_bucket"],
+    "checks that the scheduler body uses only declared template parameters": [
+        "test_dataflow.py::test_flex_template_launch_of_the_scheduled_body", "test_dataflow.py::test_scheduler_job"],
+    "The tests hold its output byte for byte against": [
+        "test_codec.py::test_encoding_is_protobufs_deterministic_serialization",
+        "test_codec.py::test_tensorflow_reads_our_records"],
+}
+
+# A sentence that says tests check something: "the tests check", "checked by the test
+# suite", "tests/test_x.py builds ... and checks", "The tests hold", "They cover", ...
+CLAIM = re.compile(r"\b(?:[Tt]ests?(?: suite)?|tests/test_\w+\.py`?)\b[^.|]{0,160}?"
+                   r"\b(?:check|checks|checked|cover|covers|hold|holds|builds|run all)\b"
+                   r"|\bchecked by the test suite\b|\bconverted by `tests/")
+
+
+def readme() -> str:
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    # Table rows name their own tests (tests/test_integrity_table.py, tests/test_corpus.py).
+    return re.sub(r"\s+", " ", " ".join(line for line in lines if not line.lstrip().startswith("|")))
+
+
+def defined_tests(filename: str) -> set:
+    with open(os.path.join(HERE, filename), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")}
+
+
+def test_every_claim_about_the_tests_is_mapped():
+    text = readme()
+    spans = []
+    for claim in CLAIMS:
+        start = text.find(claim)
+        assert start >= 0, f"README no longer says {claim!r}: update CLAIMS"
+        # the whole sentence around the claim
+        begin = max(text.rfind(". ", 0, start) + 1, 0)
+        end = text.find(". ", start + len(claim))
+        spans.append((begin, len(text) if end < 0 else end + 1))
+    found = list(CLAIM.finditer(text))
+    assert len(found) >= 10, [m.group(0) for m in found]  # the pattern still finds the claims
+    unmapped = [m.group(0) for m in found if not any(b <= m.start() < e for b, e in spans)]
+    assert not unmapped, f"README claims about the tests that name no test (add them to CLAIMS): {unmapped}"
+
+
+def test_every_named_test_exists():
+    missing = []
+    for claim, tests in CLAIMS.items():
+        for node in tests:
+            filename, name = node.split("::")
+            if not os.path.exists(os.path.join(HERE, filename)) or name not in defined_tests(filename):
+                missing.append((claim, node))
+    assert not missing, missing
+
+
+def test_every_test_file_the_readme_names_exists():
+    text = readme()
+    for name in set(re.findall(r"tests/(test_\w+\.py|corpus\.py|gcs_emulator\.py)", text)):
+        assert os.path.exists(os.path.join(HERE, name)), name

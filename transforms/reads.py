@@ -1,0 +1,179 @@
+"""Reading input files: what may be read, how much, and how many at once.
+
+Only regular files are read (a FIFO would block `open` forever, `/dev/zero`
+never ends), and none over `max_file_bytes`. A gs:// object is read in one
+request, pinned to the generation the listing saw (transforms/gcs.py); other
+schemes go through Beam's FileSystems.
+
+`read_ahead` keeps a bounded number of reads in flight on a thread pool and
+hands the results back in input order, so the stages that use it produce
+exactly what a sequential loop would (byte-identical shards), while the
+waits of a remote store overlap. Memory is bounded by reads in flight x file
+size.
+"""
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import errno
+import os
+import stat
+import threading
+import unicodedata
+from typing import Callable, Iterable, Iterator, TypeVar
+
+from transforms import gcs
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+LOCAL_IN_FLIGHT = 4    # page-cache reads are cheap; a few hide a cold disk's seeks
+REMOTE_IN_FLIGHT = 32  # a bucket's latency (20-100 ms) is hidden by many reads at once
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadPolicy:
+    in_flight: int = 0                 # reads at once per worker; 0: by the input's scheme
+    timeout: float = gcs.DEFAULT_TIMEOUT   # seconds a remote store may stay silent
+    max_file_bytes: int = 1 << 30      # larger files are rejected (`too_large`)
+    once: bool = True                  # read each image once, validating it as its shard is written
+
+    def in_flight_for(self, path: str) -> int:
+        return self.in_flight or (LOCAL_IN_FLIGHT if _is_local(path) else REMOTE_IN_FLIGHT)
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path
+
+
+class NotAFile(Exception):
+    """The path names something other than a regular file (FIFO, device, socket, folder)."""
+
+
+class TooLarge(Exception):
+    pass
+
+
+_KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
+
+
+def _read_local(path: str, cap: int) -> bytes:
+    # O_NONBLOCK: opening a FIFO must not wait for a writer; it changes
+    # nothing for a regular file.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        if e.errno == errno.ENXIO:  # a socket (or a device with no driver) cannot be opened
+            raise NotAFile(f"the path names {_KINDS.get(stat.S_IFMT(os.stat(path).st_mode), 'no file')}") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotAFile(f"the path names {_KINDS.get(stat.S_IFMT(st.st_mode), 'not a regular file')}")
+        if st.st_size > cap:
+            raise TooLarge(f"{st.st_size:,} bytes > --max_file_bytes {cap:,}")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(cap + 1)
+    finally:
+        os.close(fd)
+    if len(data) > cap:  # it grew while we read
+        raise TooLarge(f"more than --max_file_bytes {cap:,} bytes")
+    return data
+
+
+def read_local(path: str, cap: int) -> tuple[bytes, str]:
+    """The bytes and the path they came from. A name in the other Unicode
+    normal form (NFC/NFD: macOS writes NFD, most tables hold NFC) is tried
+    when the name as given does not exist."""
+    try:
+        return _read_local(path, cap), path
+    except FileNotFoundError:
+        for form in ("NFC", "NFD"):
+            alt = unicodedata.normalize(form, path)
+            if alt != path:
+                try:
+                    return _read_local(alt, cap), alt
+                except FileNotFoundError:
+                    pass
+        raise
+
+
+def read_input(path: str, generation: int, size: int, policy: ReadPolicy) -> tuple[bytes, str, int]:
+    """(bytes, path read, generation read) of one input file. Raises NotAFile,
+    TooLarge, FileNotFoundError (or a store's NotFound), gcs.StorageUnavailable."""
+    if _is_local(path):
+        return (*read_local(path, policy.max_file_bytes), 0)
+    if path.startswith("gs://"):
+        try:
+            data, gen = gcs.read(path, generation, policy.timeout, policy.max_file_bytes, size)
+        except gcs.TooLarge as e:
+            raise TooLarge(f"{e.seen:,}+ bytes > --max_file_bytes {policy.max_file_bytes:,}") from e
+        return data, path, gen
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        data = f.read(policy.max_file_bytes + 1)
+    if len(data) > policy.max_file_bytes:
+        raise TooLarge(f"more than --max_file_bytes {policy.max_file_bytes:,} bytes")
+    return data, path, 0
+
+
+class Outcome:
+    """A read's result or its exception, for the caller to decide on in order."""
+    __slots__ = ("value", "error")
+
+    def __init__(self, value=None, error: BaseException = None):
+        self.value, self.error = value, error
+
+
+def read_ahead(items: Iterable[T], fn: Callable[[T], R], in_flight: int,
+               pool: concurrent.futures.Executor) -> Iterator[tuple[T, Outcome]]:
+    """(item, Outcome of fn(item)) in input order, with at most `in_flight`
+    calls running or finished-but-not-yet-consumed."""
+    if in_flight <= 1:
+        for item in items:
+            yield item, _call(fn, item)
+        return
+    pending = collections.deque()
+    it = iter(items)
+    for item in it:
+        pending.append((item, pool.submit(_call, fn, item)))
+        if len(pending) >= in_flight:
+            break
+    while pending:
+        item, fut = pending.popleft()
+        outcome = fut.result()
+        nxt = next(it, _END)
+        if nxt is not _END:
+            pending.append((nxt, pool.submit(_call, fn, nxt)))
+        yield item, outcome
+
+
+_END = object()
+
+
+def _call(fn, item) -> Outcome:
+    try:
+        return Outcome(fn(item))
+    except Exception as e:  # handed to the caller, which knows what a failure means
+        return Outcome(error=e)
+
+
+_pools: dict = {}
+_pools_lock = threading.Lock()
+
+
+def make_pool(policy: ReadPolicy, path: str) -> concurrent.futures.ThreadPoolExecutor:
+    """The process's read pool for this many reads in flight. Shared by every
+    DoFn instance of the process: a Dataflow worker runs a dozen bundles at
+    once, and a pool each would be hundreds of threads."""
+    size = max(1, policy.in_flight_for(path))
+    key = (os.getpid(), size)  # a forked worker starts with no threads of its own
+    with _pools_lock:
+        pool = _pools.get(key)
+        if pool is None:
+            pool = _pools[key] = concurrent.futures.ThreadPoolExecutor(max_workers=size,
+                                                                       thread_name_prefix="tfrecords-read")
+    return pool
