@@ -14,6 +14,10 @@ LOCK = ".tfrecords.lock"          # held by a running conversion
 STAGING_PREFIX = ".tfrecords-staging-"
 # Any shard we could have written, whatever its split, count or compression.
 SHARD_RE = re.compile(r"^[A-Za-z0-9_]{1,64}-\d{5,}-of-\d{5,}\.tfrecord(\.gz|\.zlib)?$")
+# --index_files: a shard's record index for DALI's readers.tfrecord and the
+# PyTorch `tfrecord` package, next to it ("<shard name>.idx").
+INDEX_SUFFIX = ".idx"
+INDEX_RE = re.compile(SHARD_RE.pattern[:-1] + re.escape(INDEX_SUFFIX) + "$")
 MANIFEST_FORMAT = "tfrecord-pipelines/manifest/v1"
 LATEST = "LATEST"                 # --versioned: a dataset root's pointer to its current version
 # A temp file of fsutil.write_bytes/create_only ("name.tmp-PID-HEX"; older
@@ -94,6 +98,10 @@ def check_manifest(m: dict) -> None:
                        # manifests written before 0.3 carry a sha256 instead
                        or isinstance(e.get("sha256"), str) and bool(re.fullmatch(r"[0-9a-f]{64}", e["sha256"]))),
                   f"split {name!r}: a shard entry is malformed: {str(e)[:200]}")
+
+
+def index_name(shard: str) -> str:
+    return shard + INDEX_SUFFIX
 
 
 def staging_dir(output: str, run_id: str) -> str:

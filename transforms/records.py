@@ -113,3 +113,5 @@ class ShardResult(NamedTuple):
     bytes: int
     crc32c: str        # of the file's bytes, as Cloud Storage writes it (tfrecord_io.crc32c_text)
     label_counts: tuple  # ((label_id, count), ...) sorted
+    index_temp_path: str = ""  # --index_files: the shard's index in the staging folder ("" without)
+    index_bytes: int = 0
