@@ -88,6 +88,7 @@ class ShardSpec:
     compression: Compression = Compression.NONE
     seed: int = 0
     max_per_split: int = 0           # 0: no cap
+    index_files: bool = False        # an index per shard for DALI and the PyTorch tfrecord reader
 
     def requested(self, split: str) -> int:
         d = dict(self.num_shards)

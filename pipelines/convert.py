@@ -81,7 +81,7 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "")
     # ((split, index, num_shards), [[(position, Rec)]]); plans: singleton {split: SplitPlan}
     written = planned["shards"] | "WriteShards" >> WriteShards(
         staging, cfg.shards.compression, cfg.images, dict(out.feature_keys), labeled["label_map"], progress_dir,
-        validate=read_once)
+        validate=read_once, index_files=cfg.shards.index_files)
     # ShardResult(name, temp path, records, bytes, crc32c); rejects (validation's, with one read)
     rejects = ([pc for pc in (listed.get(REJECTS), labeled[REJECTS], split[REJECTS], valid_rejects,
                               written[REJECTS]) if pc is not None]

@@ -127,6 +127,10 @@ def add_convert_args(parser) -> None:
 
     g = parser.add_argument_group("output")
     g.add_argument("--output", default="", help="Output folder (local or gs://) for shards and manifest")
+    g.add_argument("--index_files", action="store_true", default=False,
+                   help="Also write an index per shard, <shard>.idx (one line '<byte offset> <record length>' per "
+                        "record, as DALI's tfrecord2idx writes it), for NVIDIA DALI's readers.tfrecord and the "
+                        "PyTorch tfrecord package to split records across workers; uncompressed shards only")
     g.add_argument("--overwrite", action="store_true", default=False,
                    help="Replace a dataset already in --output (its stale shards are removed)")
     g.add_argument("--max_reject_fraction", type=float, default=0.05,

@@ -347,9 +347,14 @@ def _shard_spec(o) -> ShardSpec:
         raise UsageError(f"--seed {o.seed} must fit in 64 bits")
     if o.max_examples_per_split < 0:
         raise UsageError("--max_examples_per_split must be >= 0 (0: no cap)")
+    if o.index_files and o.compression != "none":
+        raise UsageError(f"--index_files cannot be used with --compression {o.compression}: an index gives byte "
+                         "offsets into the file as stored, which a reader cannot seek to inside a compressed "
+                         "stream (DALI and the PyTorch tfrecord package read indexes of uncompressed shards only); "
+                         "use --compression none")
     return ShardSpec(num_shards=parse_num_shards(o.num_shards), shard_bytes=parse_size(o.shard_size),
                      multiple=o.shard_multiple, compression=Compression(o.compression), seed=o.seed,
-                     max_per_split=o.max_examples_per_split)
+                     max_per_split=o.max_examples_per_split, index_files=o.index_files)
 
 
 def _feature_keys(text: str, extra_columns: tuple) -> tuple:

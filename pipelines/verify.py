@@ -8,7 +8,9 @@ feature types (tfx-bsl's Arrow decoder, in C++); every image's bytes match its
 recorded sha256; each shard's record count, byte size and CRC32C match;
 each label id is in the label map and matches its text; each split's label
 counts match the manifest's; no file is written twice (image/filename);
-with --decode, every image decodes with TensorFlow to its recorded shape.
+with --decode, every image decodes with TensorFlow to its recorded shape;
+with --index_files, each shard's index names every record's offset and
+length, and no index is stale.
 """
 from __future__ import annotations
 
@@ -205,11 +207,13 @@ def verify_shard(output: str, entry: dict, compression: Compression, decoder, ch
     name = entry["name"]
     path = fsutil.join(output, name)
     count = 0
+    framing: list = []  # (offset, framed length) of each record, for the index
     with fsutil.open_read(path) as raw:
         f = _Hashing(raw, sha256="crc32c" not in entry)
         batch: list = []
         try:
             for offset, data in iter_records(f, compression):
+                framing.append((offset, 12 + len(data) + 4))
                 batch.append((count, offset, data))
                 count += 1
                 if len(batch) >= _BATCH:
@@ -229,9 +233,32 @@ def verify_shard(output: str, entry: dict, compression: Compression, decoder, ch
     why = f.mismatch(entry)
     if why:
         report.errors.append(f"{name}: {why}")
+    if isinstance(entry.get("index"), str):
+        _check_index(output, entry["index"], name, framing, report)
     report.shards += 1
     report.records += count
     report.bytes += f.size
+
+
+def _check_index(output: str, index: str, shard: str, framing: list, report: Report) -> None:
+    """The index holds one line `<offset> <length>` per record of the shard,
+    in order (what DALI and the tfrecord package seek by)."""
+    try:
+        lines = fsutil.read_bytes(fsutil.join(output, index)).decode("ascii").splitlines()
+    except Exception as e:  # missing (reported with the listing), unreadable or not text
+        if not isinstance(e, FileNotFoundError):
+            report.errors.append(f"{index}: cannot be read as an index: {str(e)[:200]}")
+        return
+    for i, line in enumerate(lines):
+        want = framing[i] if i < len(framing) else None
+        parts = line.split(" ")
+        got = tuple(int(p) for p in parts) if len(parts) == 2 and all(p.isdigit() for p in parts) else None
+        if got != want:
+            shown = f"offset {want[0]}, length {want[1]}" if want else "no record"
+            report.errors.append(f"{index}: line {i + 1} is {line[:80]!r}, {shard} has {shown} there")
+            return
+    if len(lines) < len(framing):
+        report.errors.append(f"{index}: {len(lines)} lines, {shard} holds {len(framing)} records")
 
 
 def verify_output(output: str, deep: bool = True, log=None, decode: bool = False) -> Report:
@@ -252,10 +279,17 @@ def verify_output(output: str, deep: bool = True, log=None, decode: bool = False
     entries = [e for s in m["splits"].values() for e in s["shards"]]
     if sum(e["records"] for e in entries) != c["written"]:
         report.errors.append("manifest: shard record counts do not add up to the written count")
-    present = {n for n in fsutil.list_dir(output) if layout.SHARD_RE.match(n)}
+    names = fsutil.list_dir(output)
+    present = {n for n in names if layout.SHARD_RE.match(n)}
     for e in entries:
         if e["name"] not in present:
             report.errors.append(f"{e['name']}: missing (listed in the manifest)")
+    indexes = {e["index"] for e in entries if isinstance(e.get("index"), str)}
+    for n in sorted(indexes - set(names)):
+        report.errors.append(f"{n}: missing (the manifest lists it as a shard's index)")
+    for n in sorted(n for n in names if layout.INDEX_RE.match(n) and n not in indexes):
+        report.errors.append(f"{n}: a shard index not in the manifest (stale, or from another run); DALI or the "
+                             "tfrecord package would read wrong offsets from it")
     for n in sorted(present - {e["name"] for e in entries}):
         report.errors.append(f"{n}: a shard file not in the manifest (stale, or from another run); a glob would "
                              "read it")

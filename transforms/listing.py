@@ -127,23 +127,22 @@ def _aliases_inside(entry, real_root: str) -> bool:
 def _walk_gcs(root: str, unit: str, patterns: tuple, counts: collections.Counter) -> Iterator[tuple]:
     prefix = root.rstrip("/") + "/"
     listed = gcs.list_objects(prefix, delimiter="/") if unit == "" else gcs.list_objects(f"{prefix}{unit}/")
-    for obj in listed:
-        rel = obj.path[len(prefix):]
-        if not rel or rel.endswith("/"):  # folder placeholder objects
-            continue
-        parts = rel.split("/")
-        if any(p.startswith(".") for p in parts[:-1]):
-            counts[EXCLUDED_HIDDEN] += 1
-            continue
-        if _accept(parts[-1], patterns, counts):
-            # The generation, not the time, marks a change in the fingerprint:
-            # every rewrite of an object gets a new one.
-            yield Rec(rel=rel, path=obj.path, size=obj.size, generation=obj.generation), obj.generation
+    # The generation, not the time, marks a change in the fingerprint: every
+    # rewrite of an object gets a new one.
+    objects = ((o.path, o.size, o.generation, o.generation) for o in listed)
+    return _objects_to_recs(prefix, objects, patterns, counts)
 
 
 def _walk_remote(root: str, patterns: tuple, counts: collections.Counter) -> Iterator[tuple]:
     prefix = root.rstrip("/") + "/"
-    for path, size, mtime in fsutil.list_prefix(prefix):
+    objects = ((path, size, 0, mtime) for path, size, mtime in fsutil.list_prefix(prefix))
+    return _objects_to_recs(prefix, objects, patterns, counts)
+
+
+def _objects_to_recs(prefix: str, objects, patterns: tuple, counts: collections.Counter) -> Iterator[tuple]:
+    """(Rec, change marker) for (path, size, generation, change marker) of
+    each object under `prefix`, skipping hidden and excluded names."""
+    for path, size, generation, marker in objects:
         rel = path[len(prefix):]
         if not rel or rel.endswith("/"):  # folder placeholder objects
             continue
@@ -152,7 +151,7 @@ def _walk_remote(root: str, patterns: tuple, counts: collections.Counter) -> Ite
             counts[EXCLUDED_HIDDEN] += 1
             continue
         if _accept(parts[-1], patterns, counts):
-            yield Rec(rel=rel, path=path, size=size), mtime
+            yield Rec(rel=rel, path=path, size=size, generation=generation), marker
 
 
 def _scandir_sorted(path: str) -> list:

@@ -81,7 +81,7 @@ def build_manifest(shards: dict, rejects: list, stats: dict, label_map, options:
             "num_shards": len(ss),
             "pattern": f"{split}-*",
             "label_counts": {names.get(i, str(i)): c for i, c in sorted(per_label.items())},
-            "shards": [{"name": s.name, "records": s.records, "bytes": s.bytes, "crc32c": s.crc32c} for s in ss],
+            "shards": [_shard_entry(s) for s in ss],
         }
     by_reason = collections.Counter(r.reason for r in rejects)
     schema = feature_schema(label_map.kind, label_map.extra_kinds, keys)
@@ -103,6 +103,13 @@ def build_manifest(shards: dict, rejects: list, stats: dict, label_map, options:
                           if keys.get(key, key) in schema},
         "options": options,
     }
+
+
+def _shard_entry(s: ShardResult) -> dict:
+    entry = {"name": s.name, "records": s.records, "bytes": s.bytes, "crc32c": s.crc32c}
+    if s.index_temp_path:
+        entry["index"] = layout.index_name(s.name)
+    return entry
 
 
 def rejects_jsonl(rejects: list) -> bytes:
@@ -240,9 +247,11 @@ def check_published(output: str, shards: list, run_id: str = "") -> None:
     folder does not claim to be complete."""
     sizes = fsutil.list_sizes(output)
     bad = [s.name for s in shards if sizes.get(s.name) != s.bytes]
+    bad += [layout.index_name(s.name) for s in shards
+            if s.index_temp_path and sizes.get(layout.index_name(s.name)) != s.index_bytes]
     problem = ""
     if bad:
-        problem = (f"{len(bad)} of {len(shards)} shards missing after publishing or of the wrong size "
+        problem = (f"{len(bad)} shards or shard indexes missing after publishing or of the wrong size "
                    f"({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''})")
     elif run_id:
         try:
@@ -271,11 +280,13 @@ def _prune_failed_rejects(output: str, run_id: str) -> None:
 
 def _move_shards_in(output: str, staging: str, shards: list) -> None:
     """Removes every shard file that is not this run's (another count, split or
-    compression), then gives this run's shards their final names. A replay finds
-    them already moved."""
-    keep = {s.name for s in shards}
+    compression), and every shard index that is not (a run without
+    --index_files leaves none), then gives this run's shards and indexes their
+    final names. A replay finds them already moved."""
+    keep = {s.name for s in shards} | {layout.index_name(s.name) for s in shards if s.index_temp_path}
     present = fsutil.list_sizes(output)
-    fsutil.delete([fsutil.join(output, n) for n in present if layout.SHARD_RE.match(n) and n not in keep])
+    fsutil.delete([fsutil.join(output, n) for n in present
+                   if (layout.SHARD_RE.match(n) or layout.INDEX_RE.match(n)) and n not in keep])
     # One listing and batched renames, not requests per shard: on GCS a rename
     # is a copy and a delete, and 1,024 shards one by one took minutes.
     staged = fsutil.list_sizes(staging)
@@ -286,6 +297,12 @@ def _move_shards_in(output: str, staging: str, shards: list) -> None:
             moves.append((s.temp_path, final))
         elif present.get(s.name) != s.bytes:
             raise PublishError(f"shard {s.name} is missing from the staging folder {staging}")
+        if s.index_temp_path:
+            index = layout.index_name(s.name)
+            if s.index_temp_path.rsplit("/", 1)[-1] in staged:
+                moves.append((s.index_temp_path, fsutil.join(output, index)))
+            elif present.get(index) != s.index_bytes:
+                raise PublishError(f"shard index {index} is missing from the staging folder {staging}")
     fsutil.rename_many(moves)
 
 

@@ -15,6 +15,10 @@ whose records are rejected hold fewer records than planned. With two, the
 ValidateImages stage checked it before planning, and here it is read again
 and held to what was validated (a `changed` reject otherwise).
 
+With --index_files, the shard's index (one line `<offset> <length>` per
+record, the format of DALI's tfrecord2idx) is built from the writer's byte
+counts as each record is written, and staged and published with the shard.
+
 Input:  ((split, index, num_shards), [packed [(position, Rec), ...], ...])
 Output: ShardResult; rejects [Reject]
 """
@@ -28,7 +32,7 @@ from typing import NamedTuple, Union
 
 import apache_beam as beam
 
-from transforms import fsutil
+from transforms import fsutil, layout
 from transforms.example_codec import BYTES, FLOAT, INT64, encode_example
 from transforms.gcs import StorageUnavailable
 from transforms.images import ImagePolicy, reencode_image
@@ -130,8 +134,9 @@ def prepare(rec: Rec, policy: ImagePolicy, validate: bool) -> Union[Prepared, Re
 
 class _WriteShardFn(beam.DoFn):
     def __init__(self, staging: str, compression: Compression, policy: ImagePolicy,
-                 keys: dict, validate: bool, progress_dir: str = ""):
+                 keys: dict, validate: bool, progress_dir: str = "", index_files: bool = False):
         self._staging = staging
+        self._index_files = index_files
         self._compression = compression
         self._policy = policy
         self._keys = keys
@@ -158,6 +163,7 @@ class _WriteShardFn(beam.DoFn):
         name = shard_name(split, index, num_shards, self._compression.suffix)
         temp = fsutil.join(self._staging, f"{name}.{uuid.uuid4().hex}")
         label_counts = collections.Counter()
+        index_lines: list = []
         rejects = Batch()
         policy, validate = self._policy, self._validate
         in_flight = policy.reads.in_flight_for(recs[0].path) if recs else 1
@@ -180,7 +186,16 @@ class _WriteShardFn(beam.DoFn):
                 if rec.label_id is not None:
                     label_counts[rec.label_id] += 1
                 self._progress.add(1, writer.bytes_written - before)
+                # Uncompressed (parse refuses an index otherwise): the bytes
+                # written are the record's offset and framed length.
+                index_lines.append(b"%d %d\n" % (before, writer.bytes_written - before))
             crc = writer.close()
+        index_temp, index_data = "", b""
+        if self._index_files:
+            index_data = b"".join(index_lines)
+            index_temp = fsutil.join(self._staging, f"{layout.index_name(name)}.{uuid.uuid4().hex}")
+            with fsutil.open_write(index_temp) as sink:
+                sink.write(index_data)
         self._records.inc(writer.records)
         self._bytes.inc(writer.bytes_written)
         self._shards.inc()
@@ -192,7 +207,7 @@ class _WriteShardFn(beam.DoFn):
         if rejects:
             yield beam.pvalue.TaggedOutput(REJECTS, rejects)
         yield ShardResult(split, index, num_shards, name, temp, writer.records, writer.bytes_written,
-                          crc, tuple(sorted(label_counts.items())))
+                          crc, tuple(sorted(label_counts.items())), index_temp, len(index_data))
 
     def teardown(self):
         self._progress.flush(force=True)
@@ -203,16 +218,18 @@ class WriteShards(beam.PTransform):
     else each file is read again and held to what was validated."""
 
     def __init__(self, staging: str, compression: Compression, policy: ImagePolicy,
-                 keys: dict, label_map, progress_dir: str = "", validate: bool = False):
+                 keys: dict, label_map, progress_dir: str = "", validate: bool = False,
+                 index_files: bool = False):
         super().__init__()
         self._args = (staging, compression, policy, keys, validate)
+        self._index_files = index_files
         self._label_map = label_map
         self._progress_dir = progress_dir
 
     def expand(self, shard_inputs):
         staging, compression, policy, keys, validate = self._args
         return shard_inputs | "Write" >> beam.ParDo(
-            _WriteShardFn(staging, compression, policy, keys, validate, self._progress_dir),
+            _WriteShardFn(staging, compression, policy, keys, validate, self._progress_dir, self._index_files),
             beam.pvalue.AsSingleton(self._label_map)).with_outputs(REJECTS, main="shards")
 
 

@@ -1,0 +1,142 @@
+"""--index_files: an index per shard (`<shard>.idx`, one line `<offset> <length>`
+per record, DALI's tfrecord2idx format) that the PyTorch `tfrecord` package
+reads to split a shard across workers; staged and published like the shards,
+checked by verify, refused for compressed shards.
+
+The `tfrecord` package's reader (tfrecord.reader) imports without torch: its
+package __init__ imports tfrecord.torch only if torch is there. The test reads
+through that reader, as a PyTorch DataLoader worker would, without torch.
+"""
+import hashlib
+import os
+import struct
+
+import pytest
+
+from conftest import convert, make_tree, manifest
+from pipelines.verify import verify_output
+
+DESCRIPTION = {"image/encoded": "byte", "image/class/label": "int", "image/class/text": "byte",
+               "image/filename": "byte", "image/key/sha256": "byte"}
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("indexed")
+    root = str(tmp / "imgs")
+    labels = make_tree(root, per_class=10)
+    out = str(tmp / "out")
+    # At least 2 records a shard: the tfrecord package (1.14.6) cannot read a
+    # one-line index (np.loadtxt gives a 1-D array).
+    assert convert("--input", root, "--output", out, "--num_shards", "train=3,test=2", "--split",
+                   "train=0.7,test=0.3",
+                   "--index_files") == 0
+    return root, labels, out
+
+
+def _framing(path: str) -> list:
+    """(offset, framed length) of each record, read from the shard's own headers."""
+    got = []
+    with open(path, "rb") as f:
+        data = f.read()
+    pos = 0
+    while pos < len(data):
+        (length,) = struct.unpack_from("<Q", data, pos)
+        got.append((pos, 12 + length + 4))
+        pos += 12 + length + 4
+    return got
+
+
+def test_every_shard_has_its_index_listed_in_the_manifest(indexed):
+    _, _, out = indexed
+    m = manifest(out)
+    for split in m["splits"].values():
+        for e in split["shards"]:
+            assert e["index"] == e["name"] + ".idx"
+            with open(os.path.join(out, e["index"])) as f:
+                lines = [tuple(map(int, line.split(" "))) for line in f.read().splitlines()]
+            assert lines == _framing(os.path.join(out, e["name"]))
+            assert len(lines) == e["records"]
+    names = os.listdir(out)
+    assert not [n for n in names if n.startswith(".tfrecords-staging-")]
+    assert sorted(n for n in names if n.endswith(".idx")) == sorted(
+        e["index"] for s in m["splits"].values() for e in s["shards"])
+
+
+def test_the_pytorch_tfrecord_reader_splits_shards_across_two_workers(indexed):
+    from tfrecord.reader import tfrecord_loader
+    root, labels, out = indexed
+    m = manifest(out)
+    classes = m["label_map"]["classes"]
+    seen = []
+    for split in m["splits"].values():
+        for e in split["shards"]:
+            path, index = os.path.join(out, e["name"]), os.path.join(out, e["index"])
+            per_worker = [list(tfrecord_loader(path, index, DESCRIPTION, shard=(i, 2))) for i in (0, 1)]
+            assert all(per_worker), "each worker gets part of the shard"
+            assert sum(map(len, per_worker)) == e["records"]
+            seen += [r for rows in per_worker for r in rows]
+    assert sorted(bytes(r["image/filename"]).decode() for r in seen) == sorted(labels)  # each exactly once
+    for r in seen:
+        rel = bytes(r["image/filename"]).decode()
+        with open(os.path.join(root, rel), "rb") as f:
+            data = f.read()
+        assert bytes(r["image/encoded"]) == data, rel
+        assert bytes(r["image/key/sha256"]).decode() == hashlib.sha256(data).hexdigest()
+        assert bytes(r["image/class/text"]).decode() == labels[rel]
+        assert int(r["image/class/label"][0]) == classes[labels[rel]]
+
+
+def test_verify_checks_the_index(indexed, tmp_path):
+    import shutil
+    _, _, good = indexed
+    assert verify_output(good).ok
+    out = str(tmp_path / "copy")
+    shutil.copytree(good, out)
+    e = manifest(out)["splits"]["train"]["shards"][0]
+    idx = os.path.join(out, e["index"])
+    with open(idx) as f:
+        lines = f.read().splitlines()
+    off, length = lines[1].split(" ")
+    lines[1] = f"{off} {int(length) + 1}"
+    with open(idx, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    errors = verify_output(out).errors
+    assert any(e["index"] in err and "line 2" in err for err in errors), errors
+    os.remove(idx)
+    assert any(f"{e['index']}: missing" in err for err in verify_output(out).errors)
+    with open(os.path.join(out, "train-00000-of-00009.tfrecord.idx"), "w") as f:
+        f.write("0 10\n")
+    assert any("train-00000-of-00009.tfrecord.idx: a shard index not in the manifest" in err
+               for err in verify_output(out).errors)
+
+
+def test_a_run_without_index_files_removes_stale_indexes(indexed, tmp_path):
+    import shutil
+    root, _, good = indexed
+    out = str(tmp_path / "again")
+    shutil.copytree(good, out)
+    assert convert("--input", root, "--output", out, "--num_shards", "2", "--overwrite") == 0
+    assert not [n for n in os.listdir(out) if n.endswith(".idx")]
+    assert all("index" not in e for s in manifest(out)["splits"].values() for e in s["shards"])
+    assert verify_output(out).ok
+    # Same shards with and without indexes: the index changes nothing else.
+    assert convert("--input", root, "--output", str(tmp_path / "idx"), "--num_shards", "2", "--index_files") == 0
+    names = [e["name"] for e in manifest(out)["splits"]["train"]["shards"]]
+    assert names == [e["name"] for e in manifest(str(tmp_path / "idx"))["splits"]["train"]["shards"]]
+    for n in names:
+        with open(os.path.join(out, n), "rb") as fa, open(os.path.join(tmp_path, "idx", n), "rb") as fb:
+            assert fa.read() == fb.read()
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_index_files_are_refused_for_compressed_shards(tmp_path, capsys, compression):
+    root = str(tmp_path / "imgs")
+    make_tree(root, per_class=1)
+    out = str(tmp_path / "out")
+    assert convert("--input", root, "--output", out, "--index_files", "--compression", compression,
+                   in_memory=False) == 2
+    err = capsys.readouterr().err
+    assert f"--index_files cannot be used with --compression {compression}" in err
+    assert "use --compression none" in err
+    assert not os.path.exists(os.path.join(out, "manifest.json"))
