@@ -1,4 +1,4 @@
-"""The `tfrecords` command: convert, verify, inspect, demo."""
+"""The `tfrecords` command: convert, verify, inspect, spec, demo."""
 from __future__ import annotations
 
 import os
@@ -11,6 +11,7 @@ commands:
   convert   image folder tree or label table -> TFRecord shards (tfrecords convert --help)
   verify    re-read an output and check it against its manifest
   inspect   print the first records of an output, optionally save their images
+  spec      print Python code that reads an output (tf.data, TFDS, PyTorch, DALI)
   demo      generate a sample dataset from the shipped photos, convert and verify it
 """
 
@@ -49,6 +50,9 @@ def main(argv=None) -> None:
     if cmd == "inspect":
         from pipelines.inspect_output import main as inspect
         sys.exit(inspect(rest))
+    if cmd == "spec":
+        from pipelines.spec import main as spec
+        sys.exit(spec(rest))
     if cmd == "demo":
         from pipelines.demo import main as demo
         sys.exit(demo(rest))

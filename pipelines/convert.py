@@ -287,7 +287,8 @@ def _execute(options: PipelineOptions, cfg: ConvertConfig, runner) -> str:
         build_pipeline(p, cfg, folder)
         # Beam's own worker processes (when not forked from our zygote) start inside p.run().
         quiet = not opts.debug and runners.is_local(options)
-        with workers_stderr_to_log(quiet), ProgressLine(folder, opts.progress), _filtered_stderr(not opts.debug):
+        progress = ProgressLine(folder, opts.progress, cfg.inputs.root or cfg.inputs.table, cfg.images.reads.timeout)
+        with workers_stderr_to_log(quiet), progress, _filtered_stderr(not opts.debug):
             result = p.run()
             if options.view_as(TestOptions).dry_run:
                 release_lock(cfg.output.lock_dir, cfg.output.run_id)

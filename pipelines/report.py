@@ -85,12 +85,16 @@ class ProgressLine:
     """Sums the workers' progress files (transforms/progress.py) into one line
     on stderr: redrawn on a terminal, printed every 10 s otherwise."""
 
-    def __init__(self, folder: str, mode: str = "auto"):
+    STALL_SECONDS = 15.0
+
+    def __init__(self, folder: str, mode: str = "auto", source: str = "", io_timeout: float = 0.0):
         self._folder = folder
         self._tty = sys.stderr.isatty() if mode == "auto" else mode == "on"
         self._stop = threading.Event()
         self._thread = None
         self._start = time.monotonic()
+        self._source, self._io_timeout = source, io_timeout
+        self._seen, self._changed = None, self._start
 
     def __enter__(self):
         if self._folder:
@@ -118,7 +122,25 @@ class ProgressLine:
             parts.append(f"written {w['records']:,} records, {human_bytes(w['bytes'])}")
         done = (w or v or {"records": 0, "bytes": 0})
         parts.append(f"{done['records'] / secs:,.0f} rec/s, {human_bytes(done['bytes'] / secs)}/s")
+        stalled = self._stalled((v or {}).get("records", 0) + (v or {}).get("rejected", 0), done["records"])
+        if stalled:
+            parts.append(stalled)
         return " | ".join(parts)
+
+    def _stalled(self, *counts) -> str:
+        """Says what the run waits on when nothing has moved for a while: a
+        bucket that stops answering is otherwise minutes of silence."""
+        now = time.monotonic()
+        if counts != self._seen:
+            self._seen, self._changed = counts, now
+            return ""
+        idle = now - self._changed
+        if idle < self.STALL_SECONDS or not self._source:
+            return ""
+        text = f"nothing new for {idle:.0f} s: reading {self._source}"
+        if "://" in self._source and self._io_timeout:
+            text += f" (unanswered requests are retried for up to --io_timeout {self._io_timeout:g} s)"
+        return text
 
     def _loop(self):
         interval = 0.5 if self._tty else 10.0

@@ -29,6 +29,7 @@ Settings (all changeable at run time):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -112,6 +113,7 @@ class _State:
         self.settings = settings
         self.rng = random.Random(seed)
         self.lock = threading.Lock()
+        self.create_lock = threading.Lock()
         self.stop = threading.Event()
         self.reset_stats()
 
@@ -143,6 +145,7 @@ def _upstream(state: _State, method: str, path: str, headers: dict, body: bytes)
         conn.close()
 
 
+_NO_LOCK = contextlib.nullcontext()
 _OBJECT = re.compile(r"^(?:/download)?/storage/v1/b/([^/]+)/o/([^?]+)")
 _UPLOAD = re.compile(r"^/upload/storage/v1/b/([^/]+)/o")
 
@@ -240,11 +243,13 @@ class _Handler(http_server.BaseHTTPRequestHandler):
         if faulty and st.draw(s["fail_503"]):
             st.count("faults", "503")
             return self._json(503, {"error": {"code": 503, "message": "injected: service unavailable"}})
-        refused = self._gcs_rules(body)
-        if refused:
-            return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
-        status, reason, resp_headers, resp_body = _upstream(st, self.command, self.path, headers, body)
+        # A create-only upload is checked and applied as one step, as GCS does
+        # it: two racing uploads must not both pass the check.
+        with st.create_lock if "ifGenerationMatch=0" in self.path else _NO_LOCK:
+            if self._gcs_rules(body):
+                return
+            status, reason, resp_headers, resp_body = _upstream(st, self.command, self.path, headers, body)
         if faulty and st.draw(s["reset_after"]):
             st.count("faults", "reset_after")
             return self._reset()

@@ -264,3 +264,29 @@ def test_images_that_cost_far_more_than_any_real_one_are_too_complex(tmp_path):
     assert {k: v["reason"] for k, v in _rejects(out).items()} == {"cat/scans.jpg": "too_complex",
                                                                    "dog/exif.jpg": "too_complex"}
     assert set(_written(out)) == set(labels) | {"dog/fine.jpg"}
+
+
+def test_a_gzipped_label_table(tmp_path):
+    import csv
+    import gzip
+    root = str(tmp_path / "imgs")
+    labels = make_tree(root, per_class=3)
+    table = str(tmp_path / "labels.csv.gz")
+    with gzip.open(table, "wt", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["filename", "label"])
+        w.writerows(sorted(labels.items()))
+    out = str(tmp_path / "out")
+    assert convert("--label_table", table, "--image_root", root, "--output", out) == 0
+    _assert_written_as_source(out, root, labels)
+
+
+def test_hidden_top_folders_are_counted_like_nested_ones(tmp_path):
+    root = str(tmp_path / "imgs")
+    labels = make_tree(root, per_class=2)
+    write(os.path.join(root, ".git", "objects", "x.jpg"), image_bytes(seed=7))
+    write(os.path.join(root, "cat", ".thumbs", "y.jpg"), image_bytes(seed=8))
+    out = str(tmp_path / "out")
+    assert convert("--input", root, "--output", out) == 0
+    assert manifest(out)["counts"]["excluded"] == {"hidden": 2}
+    _assert_written_as_source(out, root, labels)

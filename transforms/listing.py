@@ -75,8 +75,7 @@ def walk_unit(root: str, unit: str, patterns: tuple, counts: collections.Counter
     elif not fsutil.is_local(root):
         recs = _walk_remote(root, patterns, counts)
     elif unit == "":
-        recs = ((Rec(rel=e.name, path=e.path, size=_size(e)), _mtime(e)) for e in _scandir_sorted(root)
-                if not _is_dir(e) and _accept(e.name, patterns, counts))
+        recs = _walk_top(root, patterns, counts)
     else:
         recs = _walk_local(os.path.join(root, unit), unit, patterns, counts, ancestors=(_dir_id(root),),
                            real_root=os.path.realpath(root))
@@ -112,6 +111,17 @@ def _walk_local(path: str, rel: str, patterns: tuple, counts: collections.Counte
         yield from _walk_local(sub_path, sub_rel, patterns, counts, ancestors, real_root)
 
 
+def _walk_top(root: str, patterns: tuple, counts: collections.Counter) -> Iterator[tuple]:
+    """The files directly in the root; hidden top folders (which
+    `folder_units` leaves out) are counted here, once."""
+    for e in _scandir_sorted(root):
+        if _is_dir(e):
+            if e.name.startswith("."):
+                counts[EXCLUDED_HIDDEN] += 1
+        elif _accept(e.name, patterns, counts):
+            yield Rec(rel=e.name, path=e.path, size=_size(e)), _mtime(e)
+
+
 def _aliases_inside(entry, real_root: str) -> bool:
     """A symlink whose target lies inside the root: its target is listed
     under its own name already. (A broken link is listed, and rejected as
@@ -126,6 +136,8 @@ def _aliases_inside(entry, real_root: str) -> bool:
 
 def _walk_gcs(root: str, unit: str, patterns: tuple, counts: collections.Counter) -> Iterator[tuple]:
     prefix = root.rstrip("/") + "/"
+    if unit == "":
+        counts[EXCLUDED_HIDDEN] += sum(1 for d in gcs.list_prefixes(prefix) if d.startswith("."))
     listed = gcs.list_objects(prefix, delimiter="/") if unit == "" else gcs.list_objects(f"{prefix}{unit}/")
     # The generation, not the time, marks a change in the fingerprint: every
     # rewrite of an object gets a new one.

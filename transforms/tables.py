@@ -62,7 +62,25 @@ def open_text(binary, encoding: str = "utf-8") -> TextIO:
     byte-order mark is dropped."""
     if codecs.lookup(encoding).name == "utf-8":
         encoding = "utf-8-sig"
+    if not hasattr(binary, "writable"):  # Beam's CompressedFile (.gz tables) is not a full io object
+        binary = io.BufferedReader(_ReadOnly(binary))
     return io.TextIOWrapper(binary, encoding=encoding, errors="surrogateescape", newline="")
+
+
+class _ReadOnly(io.RawIOBase):
+    """The raw-stream interface TextIOWrapper needs, over an object that only reads."""
+
+    def __init__(self, f):
+        super().__init__()
+        self._f = f
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        data = self._f.read(len(buf))
+        buf[:len(data)] = data
+        return len(data)
 
 
 def table_format(path: str) -> str:
