@@ -26,7 +26,10 @@ setup(
         "pillow>=12,<13",
     ],
     extras_require={
-        "test": ["pytest>=8", "gcp-storage-emulator>=2026.7", "hypothesis>=6.100"],
+        # The readers the tests load outputs with: TFDS (builder_from_directory) and
+        # the PyTorch `tfrecord` package's reader (it imports without torch).
+        "test": ["pytest>=8", "gcp-storage-emulator>=2026.7", "hypothesis>=6.100",
+                 "tensorflow-datasets>=4.9.10,<4.10", "tfrecord>=1.14.6,<2"],
     },
     entry_points={"console_scripts": ["tfrecords=pipelines.cli:main"]},
 )

@@ -166,8 +166,8 @@ def _index_readers(m: dict, encoded: Optional[str], label: Optional[str]) -> lis
     ]
 
 
-def _has_tfds_metadata(output: str) -> bool:
-    return fsutil.exists(fsutil.join(output, "dataset_info.json"))
+def _has_tfds_metadata(m: dict) -> bool:
+    return bool(m.get("tfds", {}).get("metadata"))
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -186,5 +186,5 @@ def main(argv: Optional[list] = None) -> int:
     except Exception as e:  # unreadable or malformed manifest
         print(f"error: {layout.MANIFEST} cannot be read: {e}", file=sys.stderr)
         return 1
-    sys.stdout.write(reading_code(output, m, _has_tfds_metadata(output)))
+    sys.stdout.write(reading_code(output, m, _has_tfds_metadata(m)))
     return 0

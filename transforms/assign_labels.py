@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from pipelines.config import LabelSpec
 from transforms import labels
 from transforms.list_inputs import RECORDS, REJECTS
 from transforms.records import Batch, Rec
+from transforms.specs import LabelSpec
 
 
 class _StatsFn(beam.CombineFn):

@@ -15,9 +15,9 @@ import re
 import unicodedata
 from typing import Iterable, Optional, Union
 
-from pipelines.config import LabelSource, LabelSpec, LabelType
 from transforms.example_codec import BYTES, FLOAT, INT64
 from transforms.records import Reason, Rec, Reject, reject
+from transforms.specs import LabelSource, LabelSpec, LabelType
 
 MAX_CLASSES = 1_000_000
 # Numbers by a strict ASCII grammar: Python's int()/float() also accept `1_1`,

@@ -10,6 +10,9 @@ MANIFEST = "manifest.json"        # written last, create-only: the output is com
 REJECTS = "rejects.jsonl"         # one JSON object per rejected record
 LABEL_MAP = "label_map.json"      # {"name": id}; usable as --label_map for the next run
 SCHEMA = "schema.pbtxt"           # the features as a TFX Schema (tensorflow_metadata)
+TFDS_DATASET_INFO = "dataset_info.json"  # TFDS metadata (transforms/tfds_metadata.py)
+TFDS_FEATURES = "features.json"
+TFDS_LABELS_SUFFIX = ".labels.txt"
 LOCK = ".tfrecords.lock"          # held by a running conversion
 STAGING_PREFIX = ".tfrecords-staging-"
 # Any shard we could have written, whatever its split, count or compression.
@@ -109,7 +112,13 @@ def staging_dir(output: str, run_id: str) -> str:
 
 
 def is_dataset_file(name: str) -> bool:
-    return bool(SHARD_RE.match(name)) or name in (MANIFEST, REJECTS, LABEL_MAP, SCHEMA)
+    return bool(SHARD_RE.match(name)) or name in (MANIFEST, REJECTS, LABEL_MAP, SCHEMA) or is_tfds_file(name)
+
+
+def is_tfds_file(name: str) -> bool:
+    """TFDS's metadata (transforms/tfds_metadata.py): dataset_info.json,
+    features.json and a class label's <key>.labels.txt."""
+    return name in (TFDS_DATASET_INFO, TFDS_FEATURES) or name.endswith(TFDS_LABELS_SUFFIX)
 
 
 def failed_rejects_name(run_id: str) -> str:

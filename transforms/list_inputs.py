@@ -18,11 +18,11 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.config import InputKind, InputSpec
 from transforms import listing, tables
-from transforms.labels import nfc
 from transforms.fingerprint import FINGERPRINT
+from transforms.labels import nfc
 from transforms.records import Batch, Reason, Rec, Reject, reject
+from transforms.specs import InputKind, InputSpec
 
 BATCH = 500
 RECORDS, REJECTS, STATS = "records", "rejects", "stats"

@@ -16,9 +16,9 @@ from typing import Iterable
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from pipelines.config import ShardSpec
 from transforms import sharding
 from transforms.records import pack, unpack
+from transforms.specs import ShardSpec
 
 
 def by_bucket(groups: dict) -> list:

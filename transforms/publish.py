@@ -29,7 +29,7 @@ from typing import Iterable
 
 import apache_beam as beam
 
-from transforms import fsutil, layout
+from transforms import fsutil, layout, tfds_metadata
 from transforms.records import ShardResult
 from transforms.write_shards import DEFAULT_KEYS, feature_schema
 
@@ -175,6 +175,9 @@ def publish(spec, staging: str, shards: list, rejects: list, stats: dict, label_
     manifest = build_manifest(by_split, rejects, stats, label_map, options, keys, compression,
                               tool_version, run_id)
     manifest["fingerprint"] = {"run": fingerprint, "options": options_fingerprint}
+    tfds_files = tfds_metadata.metadata_files(manifest, f"Converted by tfrecord-pipelines {tool_version}")
+    manifest["tfds"] = ({"metadata": sorted(tfds_files)} if tfds_files
+                        else {"metadata": [], "why_not": tfds_metadata.unsupported(manifest)})
     if spec.root:
         manifest["version"] = spec.version
         manifest["previous_version"] = spec.previous_version
@@ -185,6 +188,7 @@ def publish(spec, staging: str, shards: list, rejects: list, stats: dict, label_
         fsutil.write_bytes(fsutil.join(output, layout.REJECTS), rejects_jsonl(rejects))
         fsutil.write_bytes(fsutil.join(output, layout.LABEL_MAP), label_map_json(label_map))
         fsutil.write_bytes(fsutil.join(output, layout.SCHEMA), schema_pbtxt(manifest["features"]))
+        _write_tfds_metadata(output, tfds_files)
     check_published(output, all_shards)  # never a manifest beside missing shards
     check_lock(spec.lock_dir, run_id)
     with _writing(output):
@@ -266,6 +270,15 @@ def check_published(output: str, shards: list, run_id: str = "") -> None:
         fsutil.delete([fsutil.join(output, layout.MANIFEST)])
     raise PublishError(f"{output}: {problem}; was the output folder changed or removed while publishing? "
                        "Nothing was published")
+
+
+def _write_tfds_metadata(output: str, files: dict) -> None:
+    """Writes TFDS's metadata files, and removes those of an earlier run that
+    this run does not write (another label key, or none at all)."""
+    for name, data in sorted(files.items()):
+        fsutil.write_bytes(fsutil.join(output, name), data)
+    fsutil.delete([fsutil.join(output, n) for n in fsutil.list_dir(output)
+                   if layout.is_tfds_file(n) and n not in files])
 
 
 def _prune_failed_rejects(output: str, run_id: str) -> None:

@@ -15,7 +15,7 @@ import hashlib
 import math
 from typing import NamedTuple
 
-from pipelines.config import ShardSpec
+from transforms.specs import ShardSpec
 
 BUCKET_BITS = 6  # 64 buckets: sort parallelism vs. per-group overhead
 

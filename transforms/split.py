@@ -15,10 +15,10 @@ from typing import Union
 
 import apache_beam as beam
 
-from pipelines.config import SPLIT_NAME, SplitSource, SplitSpec
 from transforms.list_inputs import RECORDS, REJECTS, STATS
 from transforms.records import Batch, Reason, Rec, Reject, reject
 from transforms.sharding import shuffle_key
+from transforms.specs import SPLIT_NAME, SplitSource, SplitSpec
 
 
 def ratio_split(rel: str, ratios: tuple, salt: str) -> str:

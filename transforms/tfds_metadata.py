@@ -28,9 +28,9 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-DATASET_INFO = "dataset_info.json"
-FEATURES = "features.json"
-LABELS_SUFFIX = ".labels.txt"
+from transforms.layout import TFDS_DATASET_INFO as DATASET_INFO
+from transforms.layout import TFDS_FEATURES as FEATURES
+from transforms.layout import TFDS_LABELS_SUFFIX as LABELS_SUFFIX
 FILENAME_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}"  # train-00000-of-00016.tfrecord
 
 _PKG = "tensorflow_datasets.core.features."
@@ -90,6 +90,8 @@ def _label_names(manifest: dict) -> Optional[list]:
         return None
     by_id = {i: name for name, i in lm.get("classes", {}).items()}
     if not by_id or sorted(by_id) != list(range(len(by_id))):
+        return None
+    if any("\n" in n or "\r" in n for n in by_id.values()):  # one name a line in the labels file
         return None
     return [by_id[i] for i in range(len(by_id))]
 
