@@ -111,7 +111,8 @@ def add_convert_args(parser) -> None:
                         "only regular files are read at all (a FIFO or device is not_a_file)")
     g.add_argument("--reads_in_flight", type=int, default=0,
                    help="Input files each worker reads at once, ahead of validating and writing (in order, so "
-                        "the output does not change); 0: 4 for local disk, 32 for buckets")
+                        "the output does not change); 0: none for local disk (reads from the page cache gain "
+                        "nothing and the threads cost CPU; try 4-16 for a network disk), 32 for buckets")
     g.add_argument("--reads_per_image", default="auto", choices=["auto", "1", "2"],
                    help="1: read each image once and validate it as its shard is written (half the reads and "
                         "bucket requests; a shard with rejected images holds fewer records); 2: validate first, "

@@ -7,8 +7,9 @@ read by a parallel interleave, parsed, images decoded, labels), a TFDS line
 when the folder holds TFDS metadata, and PyTorch (the `tfrecord` package) and
 NVIDIA DALI readers when the shards have index files (--index_files).
 
-The printed module runs as it is: the readers other than tf.data import their
-package inside their function, so pasting it needs only TensorFlow.
+The printed code runs as it is: DALI is imported inside its function, so the
+tf.data module needs only TensorFlow; the PyTorch reader follows as a module
+of its own (after a "# ---- PyTorch:" line) that never imports TensorFlow.
 """
 from __future__ import annotations
 
@@ -122,33 +123,30 @@ def reading_code(output: str, m: dict, tfds_metadata: bool = False) -> str:
               "# import tensorflow_datasets as tfds",
               f"# ds = tfds.builder_from_directory(OUT).as_dataset(split={splits[0] if splits else 'train'!r})"]
     if indexed:
-        L += _index_readers(m, encoded, label)
+        dali, torch = _index_readers(output, m, encoded, label)
+        L += dali + torch
     return "\n".join(L) + "\n"
 
 
-def _index_readers(m: dict, encoded: Optional[str], label: Optional[str]) -> list[str]:
+PYTORCH_MARKER = "# ---- PyTorch:"
+
+
+def _index_readers(output: str, m: dict, encoded: Optional[str], label: Optional[str]) -> tuple[list, list]:
+    """(the DALI reader, for the tf.data module; the PyTorch module, printed
+    after it as a module of its own: the tfrecord package registers its own
+    copy of TensorFlow's Example protos, and protobuf refuses both in one
+    process, so it must not import beside TensorFlow)."""
     roles = set(m.get("feature_roles", {}).values())
     keys = [k for k in (encoded, label) if k] or [k for k in m["features"] if k in roles]
     torch_desc = ", ".join(f"{k!r}: {_TORCH_TYPES[m['features'][k]]!r}" for k in keys)
     dali = ", ".join(f"{k!r}: tfrecord.FixedLenFeature([], {_DALI_TYPES[m['features'][k]][0]}, "
                      f"{_DALI_TYPES[m['features'][k]][1]})" for k in keys)
-    return [
-        "",
-        "",
-        "def torch_dataset(split, shuffle_queue_size=1024):",
-        "    \"\"\"PyTorch (pip install tfrecord torch): shards sampled by record count; each",
-        "    DataLoader worker reads its part of every shard, found by the shard's .idx index.\"\"\"",
-        "    from tfrecord.torch.dataset import MultiTFRecordDataset",
-        f"    with tf.io.gfile.GFile(OUT + '/{layout.MANIFEST}') as f:",
-        "        shards = json.load(f)['splits'][split]['shards']",
-        "    weights = {s['name']: s['records'] for s in shards}",
-        "    return MultiTFRecordDataset(OUT + '/{}', OUT + '/{}.idx', weights,",
-        f"                                {{{torch_desc}}},",
-        "                                shuffle_queue_size=shuffle_queue_size, infinite=False)",
+    dali_lines = [
         "",
         "",
         "def dali_pipeline(split, shard_id=0, num_shards=1, batch_size=64, device_id=0):",
-        "    \"\"\"NVIDIA DALI (pip install nvidia-dali-cuda120): records split across num_shards by the indexes.\"\"\"",
+        "    \"\"\"NVIDIA DALI (pip install nvidia-dali-cuda120): records split across num_shards by the",
+        "    shards' .idx indexes.\"\"\"",
         "    from nvidia.dali import fn, pipeline_def, tfrecord",
         "    files = shard_files(split)",
         "",
@@ -164,6 +162,42 @@ def _index_readers(m: dict, encoded: Optional[str], label: Optional[str]) -> lis
         "",
         "    return pipe()",
     ]
+    torch_lines = [
+        "",
+        "",
+        f"{PYTORCH_MARKER} a module of its own, without TensorFlow (pip install tfrecord torch; the tfrecord",
+        "# package's Example protos clash with TensorFlow's in one process). Local files only.",
+        "import json",
+        "",
+        f"OUT = {output!r}",
+        f"DESCRIPTION = {{{torch_desc}}}",
+        "",
+        "",
+        "def worker_records(split, worker=0, num_workers=1, description=DESCRIPTION):",
+        "    \"\"\"This worker's part of every shard of the split, found by the shards' .idx indexes.\"\"\"",
+        "    from tfrecord.reader import tfrecord_loader",
+        f"    with open(OUT + '/{layout.MANIFEST}') as f:",
+        "        shards = json.load(f)['splits'][split]['shards']",
+        "    for k, s in enumerate(shards):",
+        "        path = OUT + '/' + s['name']",
+        "        if s['records'] > 1:",
+        "            yield from tfrecord_loader(path, path + '.idx', description, shard=(worker, num_workers))",
+        "        elif s['records'] == 1 and k % num_workers == worker:  # tfrecord 1.14 cannot read a 1-line index",
+        "            yield from tfrecord_loader(path, None, description)",
+        "",
+        "",
+        "def torch_dataset(split):",
+        "    \"\"\"A torch IterableDataset: each DataLoader worker reads its own records, none twice.\"\"\"",
+        "    import torch",
+        "",
+        "    class Records(torch.utils.data.IterableDataset):",
+        "        def __iter__(self):",
+        "            info = torch.utils.data.get_worker_info()",
+        "            return worker_records(split, info.id, info.num_workers) if info else worker_records(split)",
+        "",
+        "    return Records()",
+    ]
+    return dali_lines, torch_lines
 
 
 def _has_tfds_metadata(m: dict) -> bool:

@@ -89,8 +89,9 @@ def manifest(out: str) -> dict:
 
 
 def shard_files(out: str, split: str = "") -> list:
+    """The shard files (not their .idx indexes)."""
     pattern = f"{split}-*" if split else "*-?????-of-?????.tfrecord*"
-    return sorted(glob.glob(os.path.join(out, pattern)))
+    return sorted(p for p in glob.glob(os.path.join(out, pattern)) if not p.endswith(".idx"))
 
 
 def read_examples(out: str, split: str, spec: dict = None) -> list[dict]:

@@ -290,3 +290,24 @@ def test_hidden_top_folders_are_counted_like_nested_ones(tmp_path):
     assert convert("--input", root, "--output", out) == 0
     assert manifest(out)["counts"]["excluded"] == {"hidden": 2}
     _assert_written_as_source(out, root, labels)
+
+
+def test_a_table_path_through_a_symlink_out_of_the_root_is_unsafe(tmp_path):
+    import csv
+    root = str(tmp_path / "imgs")
+    labels = make_tree(root, per_class=2)
+    secret = tmp_path / "elsewhere"
+    write(str(secret / "x.jpg"), image_bytes(seed=11))
+    os.symlink(str(secret), os.path.join(root, "escape"))
+    table = str(tmp_path / "t.csv")
+    with open(table, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["filename", "label"])
+        w.writerows(sorted(labels.items()))
+        w.writerow(["escape/x.jpg", "cat"])
+    out = str(tmp_path / "out")
+    assert convert("--label_table", table, "--image_root", root, "--output", out,
+                   "--max_reject_fraction", "0.5") == 0
+    rej = _rejects(out)
+    assert rej["escape/x.jpg"]["reason"] == "unsafe_path" and "symbolic link" in rej["escape/x.jpg"]["detail"]
+    _assert_written_as_source(out, root, labels)

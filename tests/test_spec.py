@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import convert, image_bytes, make_tree, manifest, read_examples, scalar, write
+from conftest import convert, image_bytes, make_tree, manifest, read_examples, scalar, sha256_file, write
 
 # Runs the printed module and prints one JSON line per record of every split,
 # read in file order and again as for training (shuffled).
@@ -28,6 +28,17 @@ for split in splits:
                               "pixels": hashlib.sha256(image.numpy().tobytes()).hexdigest(),
                               "label": label.numpy().item(),
                               "name": ns["CLASS_NAMES"][label.numpy().item()] if "CLASS_NAMES" in ns else None}))
+"""
+
+
+TORCH_DRIVER = """
+
+import hashlib, sys
+assert "tensorflow" not in sys.modules
+for worker in (0, 1):
+    for r in worker_records("train", worker, 2):
+        print(json.dumps({"worker": worker, "sha": hashlib.sha256(bytes(r["img"])).hexdigest(),
+                          "y": r["y"].tolist()}))
 """
 
 
@@ -98,6 +109,7 @@ def test_default_keys(images, tmp_path):
     code, rows = _run_printed(tmp_path, out)
     assert "tf.io.parse_single_example" in code and "expand_animations=False" in code
     assert "torch_dataset" not in code  # no index files
+    assert "tfds.builder_from_directory(OUT)" in code
     _check(out, rows, root, labels)
 
 
@@ -109,9 +121,21 @@ def test_renamed_keys_with_index_files(images, tmp_path):
     code, rows = _run_printed(tmp_path, out)
     assert "ex['img']" in code and "ex['y']" in code and "image/encoded" not in code
     # The PyTorch and DALI readers name the renamed keys and the indexes.
-    assert "MultiTFRecordDataset(OUT + '/{}', OUT + '/{}.idx'" in code and "{'img': 'byte', 'y': 'int'}" in code
     assert "fn.readers.tfrecord(path=files, index_path=[f + '.idx' for f in files]" in code
     _check(out, rows, root, labels, filename_key="path")
+    # The PyTorch module (after its marker line) runs without TensorFlow; two
+    # workers read every record once, by the indexes, with its label.
+    torch_part = code[code.index("# ---- PyTorch:"):]
+    assert "DESCRIPTION = {'img': 'byte', 'y': 'int'}" in torch_part and "import tensorflow" not in torch_part
+    (tmp_path / "torch_reader.py").write_text(torch_part + TORCH_DRIVER)
+    got = subprocess.run([sys.executable, str(tmp_path / "torch_reader.py")], capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr[-3000:]
+    read = [json.loads(line) for line in got.stdout.splitlines()]
+    classes = manifest(out)["label_map"]["classes"]
+    by_sha = {sha256_file(os.path.join(root, rel)): rel for rel in labels}
+    assert sorted(r["sha"] for r in read) == sorted(by_sha)  # every record once, its bytes unchanged
+    assert all(r["y"] == [classes[labels[by_sha[r["sha"]]]]] for r in read)
+    assert {r["worker"] for r in read} == {0, 1}
 
 
 def test_gzip(images, tmp_path):
@@ -120,6 +144,7 @@ def test_gzip(images, tmp_path):
     assert convert("--input", root, "--output", out, "--num_shards", "3", "--compression", "gzip") == 0
     code, rows = _run_printed(tmp_path, out)
     assert "COMPRESSION = 'GZIP'" in code
+    assert "tfds" not in code  # TFDS reads uncompressed shards only
     _check(out, rows, root, labels)
 
 

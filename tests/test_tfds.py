@@ -81,7 +81,8 @@ def test_the_metadata_is_what_tfds_own_writer_writes(converted, tmp_path):
     features = tfds.features.FeatureConnector.from_config(out)
     with open(os.path.join(out, "dataset_info.json")) as f:
         ours = json.load(f)
-    template = tfds.core.ShardedFileTemplate(data_dir=tfds.core.Path(theirs), template=ours["splits"][0]["filepathTemplate"],
+    template = tfds.core.ShardedFileTemplate(data_dir=tfds.core.Path(theirs),
+                                             template=ours["splits"][0]["filepathTemplate"],
                                              filetype_suffix="tfrecord")
     split_infos = [tfds.core.SplitInfo(name=s["name"], shard_lengths=[int(n) for n in s["shardLengths"]],
                                        num_bytes=int(s["numBytes"]), filename_template=template)
@@ -131,7 +132,8 @@ def test_float_targets_and_table_columns(tmp_path):
 
 @pytest.mark.parametrize("args, why", [
     (["--compression", "gzip"], "TFDS reads uncompressed TFRecord shards only (these are gzip)"),
-    (["--feature_keys", "image/encoded=image"], "feature key 'image' is also the folder of 'image/channels'"),
+    (["--feature_keys", "image/encoded=image"],
+     "feature key 'image' is also the folder of 'image/channels'; TFDS nests features by '/'"),
 ])
 def test_no_metadata_where_tfds_cannot_read_and_stale_files_go(converted, tmp_path, args, why):
     _, _, good = converted

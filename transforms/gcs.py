@@ -37,6 +37,9 @@ class StorageUnavailable(RuntimeError):
 
 
 class ObjectInfo(NamedTuple):
+    """What a listing returns of an object. Records carry the size and the
+    generation; not the CRC32C: a read pinned to the generation is that exact
+    version, and the client checks the download against the object's CRC32C."""
     path: str          # gs://bucket/name
     size: int
     generation: int
@@ -98,8 +101,10 @@ def _retry(timeout: float):
 
 
 def _unavailable(what: str, path: str, e: BaseException, timeout: float) -> StorageUnavailable:
-    return StorageUnavailable(f"{what} {path} failed: no usable answer from Cloud Storage within --io_timeout "
-                              f"{timeout:g} s ({type(e).__name__}: {str(e)[:200]})")
+    # Reads take --io_timeout; listings (and writes) keep the default deadline.
+    limit = f"--io_timeout {timeout:g} s" if what == "reading" else f"{timeout:g} s"
+    return StorageUnavailable(f"{what} {path} failed: no usable answer from Cloud Storage within {limit} "
+                              f"({type(e).__name__}: {str(e)[:200]})")
 
 
 def _is_infrastructure(e: BaseException) -> bool:

@@ -28,7 +28,11 @@ from transforms import gcs
 T = TypeVar("T")
 R = TypeVar("R")
 
-LOCAL_IN_FLIGHT = 4    # page-cache reads are cheap; a few hide a cold disk's seeks
+# Local disk: no read-ahead. Measured on 10,000 ImageNet-like files in the page
+# cache (2 workers, header mode), 4 reads in flight gave 3,383 images/s and
+# 320 us of CPU each against 6,141 and 288 us with none: the threads contend
+# for the GIL. A cold or network disk may want --reads_in_flight 4-16.
+LOCAL_IN_FLIGHT = 1
 REMOTE_IN_FLIGHT = 32  # a bucket's latency (20-100 ms) is hidden by many reads at once
 
 

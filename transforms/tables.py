@@ -13,6 +13,7 @@ import codecs
 import csv
 import io
 import json
+import os
 import posixpath
 import re
 from typing import Iterable, Iterator, NamedTuple, Optional, TextIO
@@ -335,7 +336,19 @@ def resolve_path(raw: str, root: str, allow_absolute: bool) -> tuple[str, str]:
         raise UnsafePath(f"{raw!r} escapes the image root")
     if norm == ".":
         raise UnsafePath(f"{raw!r} names the image root itself, not a file")
-    return norm, root.rstrip("/") + "/" + norm
+    path = root.rstrip("/") + "/" + norm
+    if "://" not in root:
+        _confined(raw, path, root)
+    return norm, path
+
+
+def _confined(raw: str, path: str, root: str) -> None:
+    """The text stays inside the root; a symlink on the way must too, or a
+    link such as root/escape -> / would read /etc/shadow by a relative path."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+        raise UnsafePath(f"{raw!r} leads outside the image root through a symbolic link (to {real!r})")
 
 
 def has_image_extension(rel: str) -> bool:
