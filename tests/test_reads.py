@@ -311,3 +311,17 @@ def test_a_table_path_through_a_symlink_out_of_the_root_is_unsafe(tmp_path):
     rej = _rejects(out)
     assert rej["escape/x.jpg"]["reason"] == "unsafe_path" and "symbolic link" in rej["escape/x.jpg"]["detail"]
     _assert_written_as_source(out, root, labels)
+
+
+def test_local_reads_take_files_whole_even_without_a_size(tmp_path):
+    path = str(tmp_path / "f.bin")
+    write(path, b"abc" * 1000)
+    assert reads.read_local(path, 1 << 30) == (b"abc" * 1000, path)
+    assert reads.read_local(path, 3000)[0] == b"abc" * 1000
+    with pytest.raises(reads.TooLarge):
+        reads.read_local(path, 2999)
+    # /proc files report size 0 and still have content: read to the cap
+    cmdline = reads.read_local("/proc/self/cmdline", 1 << 20)[0]
+    assert cmdline and b"python" in cmdline
+    with pytest.raises(reads.TooLarge):
+        reads.read_local("/proc/self/cmdline", 3)

@@ -78,12 +78,17 @@ def _read_local(path: str, cap: int) -> bytes:
             raise NotAFile(f"the path names {_KINDS.get(stat.S_IFMT(st.st_mode), 'not a regular file')}")
         if st.st_size > cap:
             raise TooLarge(f"{st.st_size:,} bytes > --max_file_bytes {cap:,}")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(cap + 1)
+        # Ask for the size fstat gave: a read of `cap` bytes would allocate
+        # (and free) the whole cap each time, 60-80 us per image at 1 GiB.
+        with os.fdopen(fd, "rb", buffering=0, closefd=False) as f:
+            data = f.read(st.st_size) if st.st_size else b""
+            if f.read(1):  # it grew while we read (or, like /proc files, reports no size)
+                f.seek(len(data))
+                data += f.read(cap + 1 - len(data))
+                if len(data) > cap:
+                    raise TooLarge(f"more than --max_file_bytes {cap:,} bytes")
     finally:
         os.close(fd)
-    if len(data) > cap:  # it grew while we read
-        raise TooLarge(f"more than --max_file_bytes {cap:,} bytes")
     return data
 
 
