@@ -39,7 +39,7 @@ def main(argv=None) -> None:
     cmd, rest = argv[0], argv[1:]
     if cmd == "convert":
         from pipelines import local_worker
-        from pipelines.report import workers_stderr_to_log
+        from pipelines.stderr import workers_stderr_to_log
         with workers_stderr_to_log("--debug" not in rest):
             local_worker.prestart(rest)  # the workers' zygote imports while we import Beam
         from pipelines.convert import run

@@ -13,7 +13,7 @@ if __name__ == "__main__":  # start the workers' zygote while Beam is imported b
     import sys as _sys
 
     from pipelines import local_worker as _local_worker
-    from pipelines.report import workers_stderr_to_log as _to_log
+    from pipelines.stderr import workers_stderr_to_log as _to_log
     with _to_log("--debug" not in _sys.argv[1:]):
         _local_worker.prestart(_sys.argv[1:])
 
@@ -38,7 +38,8 @@ from pipelines import __version__, local_worker, output_guard, runner as runners
 from pipelines.config import ConvertConfig
 from pipelines.options import ConvertOptions, FlagError, check_flags, help_parser
 from pipelines.parse import UsageError, build_config
-from pipelines.report import ProgressLine, TracebackFilter, print_summary, workers_stderr_to_log
+from pipelines.report import ProgressLine, TracebackFilter, print_summary
+from pipelines.stderr import workers_stderr_to_log
 from transforms import fingerprint, fsutil, layout
 from transforms.assign_labels import AssignLabels
 from transforms.fingerprint import FINGERPRINT

@@ -32,3 +32,15 @@ def test_the_check_sees_an_import_inside_a_function(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    from pipelines.config import ShardSpec\n    return ShardSpec\n")
     assert "pipelines.config" in _imported_modules(str(bad))
+
+
+def test_what_runs_before_the_zygote_starts_does_not_import_beam():
+    """The workers' zygote imports Beam while the main process does; anything
+    the command imports before starting it must not import Beam itself, or
+    every local run starts half a second later (it did, once)."""
+    import subprocess
+    import sys
+    code = ("import sys; import pipelines.local_worker, pipelines.stderr; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('apache_beam', 'tensorflow')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
