@@ -61,15 +61,6 @@ def check_record(rec: Rec, data: bytes, policy: ImagePolicy, read_again: bool = 
                         reencode_to=info.reencode_to, crc=fingerprint(data) if read_again else -1)
 
 
-def validate_record(rec: Rec, policy: ImagePolicy) -> Union[Rec, Reject]:
-    """Reads and checks one record (sequentially; the stage reads ahead)."""
-    try:
-        data, rec = read_record(rec, policy.reads)
-    except Exception as e:
-        return read_reject(rec, e)
-    return check_record(rec, data, policy)
-
-
 def configure_pillow(policy: ImagePolicy) -> None:
     # Our own pixel check runs before any decode; make Pillow's bomb guard agree.
     Image.MAX_IMAGE_PIXELS = policy.max_pixels

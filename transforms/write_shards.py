@@ -186,9 +186,10 @@ class _WriteShardFn(beam.DoFn):
                 if rec.label_id is not None:
                     label_counts[rec.label_id] += 1
                 self._progress.add(1, writer.bytes_written - before)
-                # Uncompressed (parse refuses an index otherwise): the bytes
-                # written are the record's offset and framed length.
-                index_lines.append(b"%d %d\n" % (before, writer.bytes_written - before))
+                if self._index_files:
+                    # Uncompressed (parse refuses an index otherwise): the bytes
+                    # written are the record's offset and framed length.
+                    index_lines.append(b"%d %d\n" % (before, writer.bytes_written - before))
             crc = writer.close()
         index_temp, index_data = "", b""
         if self._index_files:
