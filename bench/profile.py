@@ -250,8 +250,10 @@ def main(argv=None) -> int:
                       "overhead_share": round(over / total, 3) if total else None,
                       "startup_cpu_s": m.get("startup_cpu_s"), "startup_wall_s": m.get("startup_s"),
                       "cpu_s_at_n2": row.get("cpu_s_median"), "n2": n2}
+            # Tiny smoke-test sizes can give a zero or negative marginal: no share then.
+            share = f"{over / total * 100:.0f}%" if total > 0 else "n/a"
             print(f"  {v:<12} marginal CPU {total:,.0f} us/image (whole tree) - hot path {paths_us[v]:,.0f} us"
-                  f" = {over:,.0f} us/image outside the measured steps ({over / total * 100:.0f}%); "
+                  f" = {over:,.0f} us/image outside the measured steps ({share}); "
                   f"start-up {m.get('startup_cpu_s')} CPU s, {m.get('startup_s')} s wall")
         # Cross-check within the bench itself (both cores busy in both runs, so the slowdown of
         # running two decoders side by side cancels): full mode minus decoding alone, vs header mode.
