@@ -303,11 +303,8 @@ def list_subdirs(path: str) -> list[str]:
             return []
     prefix = path.rstrip("/") + "/"
     if prefix.startswith("gs://"):
-        bucket, name = prefix[5:].split("/", 1)
-        pages = gcs_client().list_blobs(bucket, prefix=name, delimiter="/")
-        for _ in pages:  # the prefixes fill in as the pages are read
-            pass
-        return sorted(p[len(name):].rstrip("/") for p in pages.prefixes)
+        from transforms import gcs
+        return gcs.list_prefixes(prefix)
     dirs = set()
     for p, _, _ in list_prefix(prefix):
         rest = p[len(prefix):]

@@ -48,6 +48,8 @@ class ReadPolicy:
 
 
 def _is_local(path: str) -> bool:
+    # fsutil.is_local's rule, without importing fsutil (and with it Beam) into
+    # transforms/images.py, which holds a ReadPolicy.
     return "://" not in path
 
 
