@@ -39,7 +39,7 @@ from gcs_proxy import GcsProxy  # noqa: E402
 def make_objects(n: int, prefix: str, classes: int = 10, scale: float = 0.3) -> int:
     """Uploads n JPEGs (prefix/<class>/<k>.jpg); returns their total bytes."""
     from pipelines.sample_data import make_image
-    from transforms import gcs
+    from transforms.storage import gcs
     bucket = gcs.client().bucket(BUCKET)
 
     def one(i):
@@ -51,7 +51,7 @@ def make_objects(n: int, prefix: str, classes: int = 10, scale: float = 0.3) -> 
 
 
 def parallel_download(prefix: str, threads: int = 32) -> tuple[int, float]:
-    from transforms import gcs
+    from transforms.storage import gcs
     bucket = gcs.client().bucket(BUCKET)
     names = [b.name for b in gcs.client().list_blobs(BUCKET, prefix=prefix + "/")]
     t, cpu = time.perf_counter(), time.process_time()
@@ -79,7 +79,7 @@ def convert(prefix: str, out: str, extra: list) -> tuple[float, float]:
 
 
 def written(out: str) -> int:
-    from transforms import fsutil
+    from transforms.storage import fsutil
     return json.loads(fsutil.read_bytes(fsutil.join(out, "manifest.json")))["counts"]["written"]
 
 

@@ -7,18 +7,18 @@ what the converter does per image, each over all the images, `--passes`
 times (the median pass is reported, and the fastest):
 
   read             open + read the file (warm page cache)
-  header probe     transforms.images.probe_image, --validate header (marker walk to EOI)
+  header probe     transforms.core.images.probe_image, --validate header (marker walk to EOI)
   full validate    probe_image, --validate full (the header checks + a 1/8-scale draft decode)
   Pillow full decode   Image.open(...).load(): the decode_all_cores reference
-  fingerprint      transforms.records.fingerprint (CRC32C of the whole file: the change
+  fingerprint      transforms.core.records.fingerprint (CRC32C of the whole file: the change
                    check of --reads_per_image 2)
   sha256           hashlib.sha256(data).hexdigest() for image/key/sha256
-  Example build    write_shards.example_features + example_codec.encode_example
+  Example build    features.example_features + example_codec.encode_example
   framing+CRC      tfrecord_io.RecordWriter.write into a null sink: framing, the record's
                    CRC32C and the shard's running CRC32C (both shown too)
   write            the framed record written to 8 files on disk (buffered, closed, no fsync)
 
-The converter's per-image path (from the code of transforms/write_shards.py),
+The converter's per-image path (from the code of transforms/stages/write_shards.py),
 header mode, one read per image (the default for folder trees):
     write stage:    read + header probe + sha256 + Example build + framing+CRC + write
 With --reads_per_image 2, add a read and two fingerprints (validate stage:
@@ -126,12 +126,12 @@ def main(argv=None) -> int:
     from PIL import Image
 
     from bench.baselines import list_images
-    from transforms.example_codec import encode_example
-    from transforms.images import ImagePolicy, Validation, probe_image
-    from transforms.records import Rec, fingerprint
-    from transforms.tfrecord_io import RecordWriter, masked_crc
-    from transforms.validate_images import configure_pillow
-    from transforms.write_shards import example_features
+    from transforms.core.example_codec import encode_example
+    from transforms.core.images import ImagePolicy, Validation, probe_image
+    from transforms.core.records import Rec, fingerprint
+    from transforms.core.tfrecord_io import RecordWriter, masked_crc
+    from transforms.core.images import configure_pillow
+    from transforms.core.features import example_features
 
     train = find_train(os.path.abspath(a.data)) if a.data else default_data(a.images)
     items = list_images(train)

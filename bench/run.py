@@ -51,7 +51,7 @@ DESCRIPTIONS = {
     "naive_beam": "Create | Map(tf.train.Example) | Reshuffle | WriteToTFRecord, in-process FnApiRunner",
     "naive_beam_mp": "the naive pipeline, multi_processing on all cores",
     "decode_all_cores": "read + Pillow full decode, process pool on all cores (no output)",
-    "validate_all_cores": "read + transforms.images.probe_image (full), process pool on all cores (no output)",
+    "validate_all_cores": "read + transforms.core.images.probe_image (full), process pool on all cores (no output)",
     "ours_header": "python -m pipelines.convert --validate header",
     "ours_full": "python -m pipelines.convert --validate full (the default)",
 }

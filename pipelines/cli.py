@@ -38,10 +38,8 @@ def main(argv=None) -> None:
         sys.exit(0)
     cmd, rest = argv[0], argv[1:]
     if cmd == "convert":
-        from pipelines import local_worker
-        from pipelines.stderr import workers_stderr_to_log
-        with workers_stderr_to_log("--debug" not in rest):
-            local_worker.prestart(rest)  # the workers' zygote imports while we import Beam
+        from pipelines import runtime
+        runtime.prestart(rest)  # the workers' zygote imports while we import Beam
         from pipelines.convert import run
         exit_now(run(rest, prog="tfrecords convert"))
     if cmd == "verify":

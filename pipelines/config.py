@@ -1,35 +1,16 @@
 """The run's settings as frozen dataclasses and enums, built once from the
 command-line strings (pipelines/options.py) and handed to each stage. The
-specs the library's stages take live in transforms/specs.py (re-exported
-here); what only the application needs (output, the whole config) is here."""
+specs the library's stages take live in transforms/core/specs.py (re-exported
+here); the whole config, which only the application needs, is here."""
 from __future__ import annotations
 
 import dataclasses
 import enum
 
-from transforms.images import ImagePolicy
-from transforms.specs import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, InputKind, InputSpec,  # noqa: F401 (re-exported)
-                              LabelSource, LabelSpec, LabelType, ShardSpec, SplitSource, SplitSpec)
-from transforms.tfrecord_io import Compression  # noqa: F401 (re-exported)
-
-
-@dataclasses.dataclass(frozen=True)
-class OutputSpec:
-    output: str                      # the folder the shards go to
-    run_id: str
-    overwrite: bool = False
-    feature_keys: tuple = ()         # ((default key, new key or ""), ...)
-    progress: bool = False
-    root: str = ""                   # --versioned: the dataset root holding versions and LATEST
-    version: str = ""                # --versioned: this run's version folder name
-    previous_version: str = ""       # the version LATEST named when the run started
-    previous_fingerprint: str = ""
-    republish: bool = False          # publish even when nothing changed
-
-    @property
-    def lock_dir(self) -> str:
-        """Versioned runs lock the dataset root, so scheduled runs never overlap."""
-        return self.root or self.output
+from transforms.core.images import ImagePolicy
+from transforms.core.specs import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, InputKind, InputSpec,  # noqa: F401 (re-exported)
+                                   LabelSource, LabelSpec, LabelType, OutputSpec, ShardSpec, SplitSource, SplitSpec)
+from transforms.core.tfrecord_io import Compression  # noqa: F401 (re-exported)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +35,7 @@ class ConvertConfig:
                 return [plain(x) for x in items]
             return v
         d = plain(self)
-        for k in ("run_id", "progress", "previous_fingerprint"):
+        for k in ("run_id", "progress", "previous_fingerprint", "job_ends_run"):
             d["output"].pop(k, None)
         return d
 

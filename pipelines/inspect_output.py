@@ -9,8 +9,8 @@ import sys
 from typing import Optional
 
 from pipelines.verify import example_decoder
-from transforms import fsutil, layout
-from transforms.tfrecord_io import Compression, iter_records
+from transforms.core.tfrecord_io import Compression, iter_records
+from transforms.storage import fsutil, layout
 
 
 def first_records(output: str, m: dict, split: str, n: int) -> list[dict]:

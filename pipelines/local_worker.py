@@ -61,11 +61,26 @@ def worker_command() -> str:
     return f"{sys.executable} -m pipelines.local_worker"
 
 
+# The Beam versions whose FnApiRunner was tested to run forked workers with
+# the worker count asked for (tests/test_runtime.py); any other falls back to
+# Beam's own worker processes.
+TESTED_BEAM_VERSIONS = ("2.77.0",)
+
+
+def beam_version() -> str:
+    from importlib import metadata  # the installed version, without importing Beam
+    try:
+        return metadata.version("apache-beam")
+    except metadata.PackageNotFoundError:
+        return ""
+
+
 def available() -> bool:
-    """Linux only (fork after imports); TFRECORDS_FORK_WORKERS=0 turns it off,
-    leaving Beam's own worker processes."""
+    """Linux only (fork after imports), with a tested Beam version;
+    TFRECORDS_FORK_WORKERS=0 turns it off, leaving Beam's own worker processes."""
     return (sys.platform.startswith("linux") and hasattr(os, "fork")
-            and os.environ.get("TFRECORDS_FORK_WORKERS", "1") != "0")
+            and os.environ.get("TFRECORDS_FORK_WORKERS", "1") != "0"
+            and beam_version() in TESTED_BEAM_VERSIONS)
 
 
 def start_zygote() -> None:
@@ -170,13 +185,13 @@ def _child(conn: socket.socket, request: dict) -> None:
 def preload() -> None:
     """Everything a worker needs, imported once, before any fork."""
     import apache_beam.runners.worker.sdk_worker_main  # noqa: F401
-    import transforms.assign_labels  # noqa: F401
-    import transforms.list_inputs  # noqa: F401
-    import transforms.plan_shards  # noqa: F401
-    import transforms.publish  # noqa: F401
-    import transforms.split  # noqa: F401
-    import transforms.validate_images  # noqa: F401
-    import transforms.write_shards  # noqa: F401
+    import transforms.stages.assign_labels  # noqa: F401
+    import transforms.stages.list_inputs  # noqa: F401
+    import transforms.stages.plan_shards  # noqa: F401
+    import transforms.stages.publish  # noqa: F401
+    import transforms.stages.split  # noqa: F401
+    import transforms.stages.validate_images  # noqa: F401
+    import transforms.stages.write_shards  # noqa: F401
 
 
 def zygote_main(path: str, parent: int) -> None:

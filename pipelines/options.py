@@ -10,6 +10,10 @@ from typing import Optional
 
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
+from transforms.core.specs import LabelType
+
+LABEL_TYPES = [t.value for t in LabelType if t is not LabelType.NONE]
+
 # Beam's own --labels (Dataflow job labels) takes that name; ours is --label_table.
 
 
@@ -58,7 +62,7 @@ def add_convert_args(parser) -> None:
     g.add_argument("--label_regex", default="",
                    help="Regular expression on the file name; the label is the group named 'label', else group 1, "
                         r"e.g. '^([a-z]+)\.\d+\.jpg$' gives cat for cat.123.jpg")
-    g.add_argument("--label_type", type=str.lower, default="auto", choices=["auto", "class", "int", "float"],
+    g.add_argument("--label_type", type=str.lower, default="auto", choices=LABEL_TYPES,
                    help="auto: int if every label is an integer, float (regression) if every label is a number, "
                         "else class names")
     g.add_argument("--label_map", default="",
@@ -231,7 +235,7 @@ _FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 
 
 def _check_numbers(argv: list) -> None:
-    """Numbers of our flags by the strict grammar of labels (transforms/labels.py):
+    """Numbers of our flags by the strict grammar of labels (transforms/core/labels.py):
     argparse's int() and float() take `1_0` as 10 and `nan`, `inf`, ' 1'."""
     typed = {s: a.type for a in help_parser("x")._actions if a.type in (int, float) for s in a.option_strings}
     for i, arg in enumerate(argv):

@@ -1,14 +1,10 @@
-"""Checks and the lock on the output folder, before a conversion starts."""
+"""Checks of the output folder before a conversion starts (its lock: transforms/storage/run_lock.py)."""
 from __future__ import annotations
 
-import datetime
-import json
 import os
-import socket
-import sys
 
 from pipelines.parse import UsageError
-from transforms import fsutil, layout
+from transforms.storage import fsutil, layout
 
 
 def check_output(output: str, inputs_root: str, overwrite: bool) -> None:
@@ -37,59 +33,6 @@ def _dataset_state(output: str, names: list) -> str:
     except Exception as e:  # unreadable for any reason: not a success marker
         return f"an incomplete dataset ({layout.MANIFEST} cannot be read: {str(e)[:200]})"
     return "a complete dataset"
-
-
-def _lock_body(run_id: str, ttl_hours: float) -> bytes:
-    now = datetime.datetime.now(datetime.timezone.utc)
-    expires = now + datetime.timedelta(hours=ttl_hours)
-    return json.dumps({"run_id": run_id, "host": socket.gethostname(), "pid": os.getpid(),
-                       "started": now.isoformat(timespec="seconds"),
-                       "expires": expires.isoformat(timespec="seconds")}).encode()
-
-
-def stale_reason(held: dict, now: datetime.datetime = None) -> str:
-    """Why a lock may be taken over ("" if it may not): it expired (a run that
-    died elsewhere, e.g. a failed Dataflow job), or its process on this machine
-    is dead (e.g. a killed local run)."""
-    now = now or datetime.datetime.now(datetime.timezone.utc)
-    try:
-        if datetime.datetime.fromisoformat(held["expires"]) < now:
-            return f"it expired at {held['expires']}"
-    except (KeyError, ValueError, TypeError):
-        pass
-    if held.get("host") != socket.gethostname():
-        return ""
-    try:
-        os.kill(int(held.get("pid", -1)), 0)
-    except ProcessLookupError:
-        return f"its process {held.get('pid')} on this machine is gone"
-    except (PermissionError, ValueError, TypeError):
-        return ""
-    return ""
-
-
-def acquire_lock(output: str, run_id: str, ttl_hours: float = 48.0, break_lock: bool = False) -> None:
-    lock = fsutil.join(output, layout.LOCK)
-    for _ in range(2):
-        try:
-            fsutil.create_only(lock, _lock_body(run_id, ttl_hours))
-            return
-        except fsutil.AlreadyExists:
-            try:
-                held = json.loads(fsutil.read_bytes(lock))
-            except Exception:
-                held = {}
-            why = "--break_lock was given" if break_lock else stale_reason(held)
-            if why:
-                print(f"taking over the lock of run {held.get('run_id', '?')} (host {held.get('host', '?')}): {why}",
-                      file=sys.stderr)
-                fsutil.delete([lock])
-                continue
-            raise UsageError(
-                f"another conversion is writing --output {output!r} (run {held.get('run_id', '?')} on host "
-                f"{held.get('host', '?')}, pid {held.get('pid', '?')}, started {held.get('started', '?')}, lock "
-                f"expires {held.get('expires', '?')}). If that run is gone, pass --break_lock (or delete {lock})") from None
-    raise UsageError(f"could not take the lock {lock}")
 
 
 def remove_leftover_staging(output: str, run_id: str) -> None:

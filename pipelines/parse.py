@@ -17,11 +17,12 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines import versions
 from pipelines.config import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, ConvertConfig, InputKind, InputSpec, LabelSource,
                               LabelSpec, LabelType, OutputSpec, ShardSpec, SplitSource, SplitSpec)
-from transforms import fsutil, labels, tables
-from transforms.images import STORABLE_FORMATS, ImagePolicy, Validation
-from transforms.reads import ReadPolicy
-from transforms.tfrecord_io import Compression
-from transforms.write_shards import DEFAULT_KEYS
+from transforms.core import labels, tables
+from transforms.core.features import DEFAULT_KEYS
+from transforms.core.images import STORABLE_FORMATS, ImagePolicy, Validation
+from transforms.core.specs import ReadPolicy
+from transforms.core.tfrecord_io import Compression
+from transforms.storage import fsutil
 
 
 class UsageError(ValueError):
@@ -129,7 +130,7 @@ def load_label_map(path: str) -> tuple:
         pairs = [(n, i) for i, n in enumerate(names)]
     if any(not labels.INT64_MIN <= i <= labels.INT64_MAX for _, i in pairs):
         raise UsageError(f"--label_map {path!r}: ids must fit in an int64")
-    # Names are compared in NFC, as labels are (transforms/labels.py).
+    # Names are compared in NFC, as labels are (transforms/core/labels.py).
     pairs = [(unicodedata.normalize("NFC", n), i) for n, i in pairs]
     names = [n for n, _ in pairs]
     ids = [i for _, i in pairs]
@@ -295,7 +296,7 @@ def _label_spec(o, label_from: str, inputs: InputSpec, previous: Optional[dict] 
         raise UsageError(f"--label_offset {o.label_offset} is out of range (class ids are int64)")
     frozen = load_label_map(o.label_map) if o.label_map else None
     carried = (previous or {}).get("label_map", {})
-    if frozen is None and carried.get("kind") == "class" and o.label_type in ("auto", "class"):
+    if frozen is None and carried.get("kind") == LabelType.CLASS and o.label_type in (LabelType.AUTO, LabelType.CLASS):
         # A new version keeps the class ids of the version before it.
         frozen = tuple(sorted(carried["classes"].items(), key=lambda p: (p[1], p[0])))
     if o.extend_label_map and frozen is None and not o.versioned:

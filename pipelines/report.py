@@ -1,13 +1,13 @@
 """What a local run shows: a progress line while it runs, a summary at the end."""
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
 
-from transforms import fsutil, layout
-from transforms.progress import read_totals
+from transforms.core.specs import LabelType
+from transforms.storage import fsutil, layout
+from transforms.storage.progress import read_totals, reporting_pids
 
 
 def plural(n: int, word: str, many: str = "") -> str:
@@ -46,7 +46,7 @@ class TracebackFilter:
 
 
 class ProgressLine:
-    """Sums the workers' progress files (transforms/progress.py) into one line
+    """Sums the workers' progress files (transforms/storage/progress.py) into one line
     on stderr: redrawn on a terminal, printed every 10 s otherwise."""
 
     STALL_SECONDS = 15.0
@@ -73,6 +73,9 @@ class ProgressLine:
             final = self.line()
             sys.stderr.write(("\r" + final.ljust(100) if self._tty else final) + "\n")
         return False
+
+    def worker_pids(self) -> set:
+        return reporting_pids(self._folder) if self._folder else set()
 
     def line(self) -> str:
         t = read_totals(self._folder)
@@ -142,8 +145,8 @@ def print_summary(output: str, seconds: float, out=None) -> None:
     if excluded:
         print("not listed: " + ", ".join(f"{k} {v:,}" for k, v in excluded.items()), file=out)
     lm = m["label_map"]
-    if lm["kind"] in ("class", "int"):
+    if lm["kind"] in (LabelType.CLASS, LabelType.INT):
         print(f"labels: {plural(len(lm['classes']), 'class', 'classes')} ({lm['kind']}), map in "
               f"{fsutil.join(output, layout.LABEL_MAP)}", file=out)
-    elif lm["kind"] == "float":
+    elif lm["kind"] == LabelType.FLOAT:
         print("labels: float regression targets (image/target)", file=out)

@@ -18,12 +18,14 @@ import os
 import sys
 from typing import Optional
 
-from transforms import fsutil, layout
+from transforms.core.example_codec import BYTES, FLOAT, INT64
+from transforms.core.specs import LabelType
+from transforms.storage import fsutil, layout
 
-_TF_TYPES = {"bytes": "tf.string", "int64": "tf.int64", "float": "tf.float32"}
-_TORCH_TYPES = {"bytes": "byte", "int64": "int", "float": "float"}
-_DALI_TYPES = {"bytes": ("tfrecord.string", '""'), "int64": ("tfrecord.int64", "-1"),
-               "float": ("tfrecord.float32", "0.0")}
+_TF_TYPES = {BYTES: "tf.string", INT64: "tf.int64", FLOAT: "tf.float32"}
+_TORCH_TYPES = {BYTES: "byte", INT64: "int", FLOAT: "float"}
+_DALI_TYPES = {BYTES: ("tfrecord.string", '""'), INT64: ("tfrecord.int64", "-1"),
+               FLOAT: ("tfrecord.float32", "0.0")}
 
 
 def _feature_lines(m: dict) -> list[str]:
@@ -42,10 +44,10 @@ def _feature_lines(m: dict) -> list[str]:
 def _label(m: dict) -> tuple[Optional[str], str]:
     """(feature key of the label or target, what it is)."""
     roles = m.get("feature_roles", {})
-    kind = m.get("label_map", {}).get("kind", "none")
-    if kind in ("class", "int") and "label" in roles:
+    kind = m.get("label_map", {}).get("kind", LabelType.NONE)
+    if kind in (LabelType.CLASS, LabelType.INT) and "label" in roles:
         return roles["label"], "class id (int64)"
-    if kind == "float" and "target" in roles:
+    if kind == LabelType.FLOAT and "target" in roles:
         return roles["target"], "regression target (float32)"
     return None, ""
 
@@ -57,7 +59,7 @@ def reading_code(output: str, m: dict, tfds_metadata: bool = False) -> str:
     label, label_what = _label(m)
     splits = list(m["splits"])
     indexed = any(isinstance(e.get("index"), str) for s in m["splits"].values() for e in s["shards"])
-    kind = m.get("label_map", {}).get("kind", "none")
+    kind = m.get("label_map", {}).get("kind", LabelType.NONE)
     sizes = ", ".join(f"{s} ({m['splits'][s]['records']:,} records)" for s in splits)
     L = [
         f"# Reading {output}: {sizes}.",
@@ -72,7 +74,7 @@ def reading_code(output: str, m: dict, tfds_metadata: bool = False) -> str:
         *_feature_lines(m),
         "}",
     ]
-    if kind == "class":
+    if kind == LabelType.CLASS:
         L += ["# {class id: class name}, from the label map written beside the shards",
               f"with tf.io.gfile.GFile(OUT + '/{layout.LABEL_MAP}') as f:",
               "    CLASS_NAMES = {i: name for name, i in json.load(f).items()}"]

@@ -23,8 +23,10 @@ from typing import Optional
 import google_crc32c
 
 from pipelines.report import human_bytes, plural
-from transforms import fsutil, layout
-from transforms.tfrecord_io import Compression, RecordError, crc32c_text, iter_records
+from transforms.core.features import tfmd_schema
+from transforms.core.specs import LabelType
+from transforms.core.tfrecord_io import Compression, RecordError, crc32c_text, iter_records
+from transforms.storage import fsutil, layout
 
 _BATCH = 256
 
@@ -71,12 +73,8 @@ class _Hashing:
 
 def example_decoder(features: dict):
     """tfx-bsl's Arrow decoder for Examples with the manifest's features and types."""
-    from tensorflow_metadata.proto.v0 import schema_pb2
     from tfx_bsl.coders import example_coder
-    kinds = {"bytes": schema_pb2.BYTES, "int64": schema_pb2.INT, "float": schema_pb2.FLOAT}
-    schema = schema_pb2.Schema()
-    for name, kind in features.items():
-        schema.feature.add(name=name, type=kinds[kind])
+    schema = tfmd_schema(features, required=False)
     return example_coder.ExamplesToRecordBatchDecoder(schema.SerializeToString())
 
 
@@ -85,7 +83,7 @@ class _Checks:
     """What the records are held to beyond their shard: the label map, label
     counts per split, one record per file, and (--decode) a decodable image."""
     roles: dict
-    kind: str = "none"                       # the label map's kind
+    kind: str = LabelType.NONE              # the label map's kind
     classes: dict = dataclasses.field(default_factory=dict)   # name -> id
     offset: int = 0
     deep: bool = True
@@ -97,7 +95,7 @@ class _Checks:
 
     @property
     def ids(self) -> Optional[set]:
-        return set(self.classes.values()) if self.kind == "class" else None
+        return set(self.classes.values()) if self.kind == LabelType.CLASS else None
 
 
 def _first(col, j):
@@ -161,9 +159,9 @@ def _label_matches(checks: _Checks, label: int, text: Optional[bytes]) -> bool:
         t = text.decode("utf-8")
     except UnicodeDecodeError:
         return False
-    if checks.kind == "class":
+    if checks.kind == LabelType.CLASS:
         return checks.classes.get(t) == label
-    if checks.kind == "int":
+    if checks.kind == LabelType.INT:
         try:
             return int(t) + checks.offset == label
         except ValueError:
@@ -187,7 +185,7 @@ def _decode_problem(img: bytes, shape: list) -> str:
 
 
 def _check_label_counts(m: dict, checks: _Checks, report: Report) -> None:
-    if checks.kind not in ("class", "int") or checks.roles.get("label") not in m["features"]:
+    if checks.kind not in (LabelType.CLASS, LabelType.INT) or checks.roles.get("label") not in m["features"]:
         return
     names = {i: n for n, i in checks.classes.items()}
     for split, s in m["splits"].items():
@@ -302,7 +300,7 @@ def verify_output(output: str, deep: bool = True, log=None, decode: bool = False
     decoder = example_decoder(m["features"])
     lm = m.get("label_map", {})
     offset = lm.get("offset", 0)
-    checks = _Checks(roles=m.get("feature_roles", {}), kind=lm.get("kind", "none"), classes=lm.get("classes", {}),
+    checks = _Checks(roles=m.get("feature_roles", {}), kind=lm.get("kind", LabelType.NONE), classes=lm.get("classes", {}),
                      offset=offset if type(offset) is int else 0, deep=deep, decode=decode)  # noqa: E721
     for split, s in m["splits"].items():
         checks.split = split

@@ -13,7 +13,7 @@ import datetime
 import re
 from typing import Optional
 
-from transforms import fsutil, layout
+from transforms.storage import fsutil, layout
 
 LATEST = layout.LATEST
 VERSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")

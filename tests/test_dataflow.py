@@ -120,7 +120,7 @@ def test_dry_run_builds_the_dataflow_job(gcs, tmp_path, capture_jobs, capsys):
     import tarfile
     with tarfile.open(staged["workflow.tar.gz"]) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    assert {"pipelines/convert.py", "transforms/write_shards.py", "setup.py"} <= names
+    assert {"pipelines/convert.py", "transforms/stages/write_shards.py", "setup.py"} <= names
 
     # Every DoFn and CombineFn unpickles in a fresh interpreter (as on a worker).
     check_functions_unpickle(pp, tmp_path)

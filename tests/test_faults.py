@@ -364,7 +364,7 @@ def test_locks_of_runs_gone_elsewhere(tmp_path, capsys):
 
 
 def test_latest_never_moves_back_to_an_older_run(tmp_path):
-    from transforms import layout
+    from transforms.storage import layout
     root = str(tmp_path / "ds")
     for version, run_id in (("v1", "20261121-010000-aaaa"), ("v2", "20261121-030000-bbbb")):
         write(os.path.join(root, version, "manifest.json"), json.dumps({"run_id": run_id}).encode())

@@ -1,6 +1,6 @@
 """Fuzzing our own parsers with hypothesis: the JPEG/PNG header walk
-(transforms/images.py), the label-table reader (transforms/tables.py) and the
-manifest reader (transforms/layout.py, pipelines/verify.py).
+(transforms/core/images.py), the label-table reader (transforms/core/tables.py) and the
+manifest reader (transforms/storage/layout.py, pipelines/verify.py).
 
 The property: any bytes either parse, or raise our own error (BadImage with a
 Reason, TableError, ManifestError, or a verify report with errors); never
@@ -27,8 +27,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import convert, image_bytes, make_tree
-from transforms import images, layout, tables
-from transforms.records import Reason
+from transforms.core import images, tables
+from transforms.core.records import Reason
+from transforms.storage import layout
 
 SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
 FUZZ = settings(database=None, deadline=datetime.timedelta(seconds=10), print_blob=True,

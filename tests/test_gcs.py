@@ -106,7 +106,7 @@ def test_rerun_is_refused_then_overwritten_and_the_manifest_is_create_only(gcs, 
     assert convert("--input", local, "--output", out, "--num_shards", "2", "--overwrite") == 0
     assert [n for n in list_names("out5") if n.endswith(".tfrecord")] == [
         "train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"]
-    from transforms import fsutil
+    from transforms.storage import fsutil
     with pytest.raises(fsutil.AlreadyExists):
         fsutil.create_only(f"{out}/manifest.json", b"{}")
 

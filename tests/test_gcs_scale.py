@@ -57,7 +57,7 @@ def test_gs_input_reads_each_image_in_one_request_and_matches_local_disk(gcs_pro
 
 
 def test_an_object_rewritten_after_validation_is_a_changed_reject(gcs_proxied, tmp_path, monkeypatch):
-    from transforms import write_shards
+    from transforms.stages import write_shards
     root = str(tmp_path / "imgs")
     labels = make_tree(root, per_class=4)
     upload_tree(root, "scale2")
@@ -130,7 +130,7 @@ def test_the_progress_line_says_what_a_stalled_run_waits_on(tmp_path):
     """Nothing moving for a while: the line names the input it reads and the
     deadline, instead of minutes of silence."""
     from pipelines.report import ProgressLine
-    from transforms.progress import Progress
+    from transforms.storage.progress import Progress
     folder = str(tmp_path / "progress")
     os.makedirs(folder)
     line = ProgressLine(folder, "off", f"gs://{BUCKET}/images", 120.0)

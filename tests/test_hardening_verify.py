@@ -60,7 +60,7 @@ def rewrite_shard(out, records, added=0):
     entry.update(records=len(records), bytes=len(data))
     if "crc32c" in entry:
         import google_crc32c
-        from transforms.tfrecord_io import crc32c_text
+        from transforms.core.tfrecord_io import crc32c_text
         entry["crc32c"] = crc32c_text(google_crc32c.value(data))
     else:  # a manifest written before 0.3
         entry["sha256"] = hashlib.sha256(data).hexdigest()

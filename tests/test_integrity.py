@@ -18,7 +18,7 @@ import pytest
 
 from conftest import ROOT, convert, make_tree, manifest, read_examples, shard_files
 from pipelines.verify import verify_output
-from transforms import fsutil, layout
+from transforms.storage import fsutil, layout
 
 
 class SmallDisk:
@@ -192,7 +192,7 @@ def test_lock_taken_over_publishes_nothing(tree, tmp_path, monkeypatch, capsys, 
     """Run A's lock is taken over by run B (--break_lock, or A's lock expired)
     while A is still converting; B publishes a complete dataset. When A gets to
     publishing it must publish nothing: B's output stays exactly as B left it."""
-    from transforms import publish as publish_mod
+    from transforms.stages import publish as publish_mod
     images, labels = tree
     out = str(tmp_path / "out")
     real = publish_mod.publish
@@ -222,7 +222,7 @@ def test_lock_deleted_by_hand_publishes_nothing(tree, tmp_path, monkeypatch, cap
     """Deleting the lock (`gcloud storage rm .../.tfrecords.lock`, as README
     offers) hands the output to whoever comes next: the old run must not
     publish into it any more."""
-    from transforms import publish as publish_mod
+    from transforms.stages import publish as publish_mod
     images, _ = tree
     out = str(tmp_path / "out")
     real = publish_mod.publish

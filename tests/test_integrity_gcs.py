@@ -11,7 +11,7 @@ import pytest
 
 from conftest import convert, make_tree, read_examples, scalar
 from gcs_emulator import BUCKET, bucket, download_prefix, gcs, gcs_proxied, list_names  # noqa: F401 (fixtures)
-from transforms import fsutil
+from transforms.storage import fsutil
 
 CREATE_ONLY = "ifGenerationMatch=0"  # in the query of create-only uploads, and of nothing else we send
 

@@ -2,8 +2,8 @@
 import pytest
 
 from pipelines.config import LabelSource, LabelSpec, LabelType
-from transforms.labels import LabelError, Stats, assign_label, build_label_map, raw_label
-from transforms.records import Reason, Rec, Reject
+from transforms.core.labels import LabelError, Stats, assign_label, build_label_map, raw_label
+from transforms.core.records import Reason, Rec, Reject
 
 
 def rec(rel, label=None, extras=()):
@@ -97,7 +97,7 @@ def test_merge_is_order_independent():
 
 
 def test_too_many_names(monkeypatch):
-    import transforms.labels as labels
+    import transforms.core.labels as labels
     monkeypatch.setattr(labels, "MAX_CLASSES", 2)
     with pytest.raises(LabelError, match="too many"):
         build_label_map(stats_of("a", "b", "c"), LabelSpec(LabelSource.TABLE))

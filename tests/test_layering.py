@@ -1,6 +1,8 @@
-"""The library (transforms/) never imports the application (pipelines/):
-the stages and their pure logic can be used, and tested, without the CLI,
-the options or the run's lifecycle."""
+"""The import direction, enforced: the application (pipelines/) uses the
+library (transforms/), never the reverse; inside the library, the stages
+(transforms/stages/) use the I/O helpers (transforms/storage/), which use the
+pure logic (transforms/core/), which imports neither, nor Beam. So the pure
+logic is tested without Beam, and a stage never reaches into another."""
 import ast
 import glob
 import os
@@ -42,5 +44,51 @@ def test_what_runs_before_the_zygote_starts_does_not_import_beam():
     import sys
     code = ("import sys; import pipelines.local_worker, pipelines.stderr; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('apache_beam', 'tensorflow')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def _modules_of(folder: str) -> dict:
+    files = sorted(glob.glob(os.path.join(ROOT, "transforms", folder, "*.py")))
+    assert files, folder
+    return {os.path.relpath(f, ROOT): _imported_modules(f) for f in files}
+
+
+def _offenders(folder: str, banned) -> dict:
+    found = {f: sorted(m for m in mods if banned(m)) for f, mods in _modules_of(folder).items()}
+    return {f: m for f, m in found.items() if m}
+
+
+def _under(*prefixes: str):
+    return lambda m: any(m == p or m.startswith(p + ".") for p in prefixes)
+
+
+def test_core_imports_no_beam_no_io_and_no_stage():
+    assert _offenders("core", _under("apache_beam", "transforms.storage", "transforms.stages", "pipelines")) == {}
+
+
+def test_storage_imports_no_stage():
+    assert _offenders("storage", _under("transforms.stages", "pipelines")) == {}
+
+
+def test_a_stage_never_imports_another_stage():
+    for f, mods in _modules_of("stages").items():
+        me = "transforms.stages." + os.path.basename(f)[:-3]
+        assert [m for m in mods if m.startswith("transforms.stages.") and m != me] == [], f
+
+
+def test_transforms_has_no_module_outside_the_three_rooms():
+    loose = [os.path.basename(f) for f in glob.glob(os.path.join(ROOT, "transforms", "*.py"))]
+    assert loose == ["__init__.py"]
+
+
+def test_the_pure_logic_loads_without_beam():
+    import subprocess
+    import sys
+    mods = sorted("transforms.core." + os.path.basename(f)[:-3]
+                  for f in glob.glob(os.path.join(ROOT, "transforms", "core", "*.py")))
+    code = ("import importlib, sys\n"
+            f"for m in {mods!r}: importlib.import_module(m)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'apache_beam'))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout

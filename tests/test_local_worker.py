@@ -19,9 +19,9 @@ def test_nothing_started_before_the_fork():
 
 def test_local_runner_uses_forked_workers():
     from apache_beam.options.pipeline_options import PipelineOptions
-    from pipelines import local_worker, runner
+    from pipelines import local_worker, runtime
     try:
-        r = runner.choose_runner(PipelineOptions(["--direct_num_workers", "2"]), ["--direct_num_workers", "2"])
+        r = runtime.choose_runner(PipelineOptions(["--direct_num_workers", "2"]), ["--direct_num_workers", "2"])
         assert local_worker.worker_command() in r._default_environment.command_string
         assert os.environ[local_worker.ENV]  # the zygote's socket, inherited by the worker commands
     finally:

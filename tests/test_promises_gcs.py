@@ -20,7 +20,7 @@ def test_create_only_loses_a_race_after_its_existence_check(gcs_proxied, monkeyp
     both existence checks (real requests) complete, then A uploads, then B."""
     from google.cloud.storage import Blob
 
-    from transforms import fsutil
+    from transforms.storage import fsutil
     name = "race/manifest.json"
     path = f"gs://{BUCKET}/{name}"
     both_checked = threading.Barrier(2, timeout=120)
@@ -92,7 +92,7 @@ def test_two_conversions_racing_into_one_bucket(gcs_proxied, tmp_path):
 
 @pytest.mark.parametrize("target", ["manifest.json", ".tfrecords.lock"])
 def test_create_only_objects_are_never_replaced(gcs_proxied, target):
-    from transforms import fsutil
+    from transforms.storage import fsutil
     path = f"gs://{BUCKET}/existing/{target}"
     bucket().blob(f"existing/{target}").upload_from_string(b"first")
     with pytest.raises(fsutil.AlreadyExists):

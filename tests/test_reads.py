@@ -9,10 +9,12 @@ import time
 import pytest
 
 from conftest import convert, image_bytes, make_tree, manifest, read_examples, scalar, sha256_file, shard_files, write
-from transforms import reads
-from transforms.images import ImagePolicy
-from transforms.reads import ReadPolicy, read_ahead
-from transforms.records import Rec, fingerprint
+from transforms.core import specs
+from transforms.core.images import ImagePolicy
+from transforms.core.records import Rec, fingerprint
+from transforms.core.specs import ReadPolicy
+from transforms.storage import reads
+from transforms.storage.reads import read_ahead
 
 
 def _rejects(out):
@@ -118,7 +120,7 @@ def test_symlinked_folders_that_alias_each_other_list_each_file_once(tmp_path):
 
 
 def test_a_same_size_rewrite_between_validation_and_writing_is_rejected(tmp_path, monkeypatch):
-    from transforms import write_shards
+    from transforms.stages import write_shards
     root = str(tmp_path / "imgs")
     labels = make_tree(root, per_class=4)
     victims = ["cat/1.jpg", "dog/2.jpg"]
@@ -163,8 +165,8 @@ def test_unknown_size_reads_are_capped(tmp_path):
 
 def test_reads_in_flight_defaults_by_scheme():
     p = ImagePolicy().reads
-    assert p.in_flight_for("/data/x.jpg") == reads.LOCAL_IN_FLIGHT
-    assert p.in_flight_for("gs://b/x.jpg") == reads.REMOTE_IN_FLIGHT
+    assert p.in_flight_for("/data/x.jpg") == specs.LOCAL_IN_FLIGHT
+    assert p.in_flight_for("gs://b/x.jpg") == specs.REMOTE_IN_FLIGHT
     assert ReadPolicy(in_flight=3).in_flight_for("gs://b/x.jpg") == 3
 
 
@@ -243,8 +245,8 @@ def _with_app_segments(total: int) -> bytes:
 
 
 def test_images_that_cost_far_more_than_any_real_one_are_too_complex(tmp_path):
-    from transforms.images import MAX_JPEG_METADATA, MAX_JPEG_SCANS, BadImage, Validation, probe_image
-    from transforms.records import Reason
+    from transforms.core.images import MAX_JPEG_METADATA, MAX_JPEG_SCANS, BadImage, Validation, probe_image
+    from transforms.core.records import Reason
     ok = _progressive_with_scans(20)
     assert probe_image(ok, ImagePolicy(validation=Validation.FULL)).fmt == "jpeg"
     for data, what in ((_progressive_with_scans(MAX_JPEG_SCANS + 50), "scans"),

@@ -10,10 +10,10 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.config import ShardSpec, SplitSource, SplitSpec
-from transforms import sharding
-from transforms.plan_shards import PlanShards
-from transforms.records import Batch, Rec, Reject, unpack
-from transforms.split import assign_split, ratio_split
+from transforms.core import sharding
+from transforms.core.records import Batch, Rec, Reject, unpack
+from transforms.stages.plan_shards import PlanShards
+from transforms.stages.split import assign_split, ratio_split
 
 
 def test_ratio_splits_are_stable_and_proportional():

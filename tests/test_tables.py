@@ -3,7 +3,7 @@ import io
 
 import pytest
 
-from transforms import tables
+from transforms.core import tables
 
 
 def rows(text: str, fmt: str = "csv"):

@@ -112,7 +112,7 @@ def test_no_manifest_means_incomplete(copy, capsys):
 def test_image_bytes_swapped_inside_a_valid_record(copy, capsys):
     """A record rewritten with valid framing but other image bytes: only the
     per-image sha256 can tell."""
-    from transforms.tfrecord_io import RecordWriter, iter_records
+    from transforms.core.tfrecord_io import RecordWriter, iter_records
     from tensorflow.core.example import example_pb2
     path = os.path.join(copy, FIRST)
     with open(path, "rb") as f:

@@ -32,10 +32,10 @@ class Reason(str, enum.Enum):
     CONFLICTING_LABELS = "conflicting_labels"  # the same file named with different labels
     AMBIGUOUS = "ambiguous"                    # an extension-less table id matching several files
     CHANGED = "changed"                        # the file changed between validation and writing
-    BAD_ROW = "bad_row"                        # a label table row that cannot be read (encoding, JSON, size caps)
     NOT_A_FILE = "not_a_file"                  # a FIFO, device, socket or folder where a file was expected
     TOO_LARGE = "too_large"                    # more bytes than --max_file_bytes
     TOO_COMPLEX = "too_complex"                # costs far more to decode than any real image (scans, metadata)
+    BAD_ROW = "bad_row"                        # a label table row that cannot be read (encoding, JSON, size caps)
 
 
 class Batch(list):

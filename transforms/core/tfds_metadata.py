@@ -28,13 +28,16 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from transforms.layout import TFDS_DATASET_INFO as DATASET_INFO
-from transforms.layout import TFDS_FEATURES as FEATURES
-from transforms.layout import TFDS_LABELS_SUFFIX as LABELS_SUFFIX
+from transforms.core.example_codec import BYTES, FLOAT, INT64
+from transforms.core.specs import LabelType
+
+DATASET_INFO = "dataset_info.json"
+FEATURES = "features.json"
+LABELS_SUFFIX = ".labels.txt"
 FILENAME_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}"  # train-00000-of-00016.tfrecord
 
 _PKG = "tensorflow_datasets.core.features."
-_DTYPES = {"bytes": "string", "int64": "int64", "float": "float32"}
+_DTYPES = {BYTES: "string", INT64: "int64", FLOAT: "float32"}
 
 
 def _tensor(kind: str, shape: list, cls: str) -> dict:
@@ -86,7 +89,7 @@ def _label_names(manifest: dict) -> Optional[list]:
     """Class names by id when the ids are exactly 0..N-1 (what ClassLabel
     holds), else None."""
     lm = manifest.get("label_map", {})
-    if lm.get("kind") != "class":
+    if lm.get("kind") != LabelType.CLASS:
         return None
     by_id = {i: name for name, i in lm.get("classes", {}).items()}
     if not by_id or sorted(by_id) != list(range(len(by_id))):

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from transforms import labels
-from transforms.list_inputs import RECORDS, REJECTS
-from transforms.records import Batch, Rec
-from transforms.specs import LabelSpec
+from transforms.core import labels
+from transforms.core.records import Batch, Rec
+from transforms.core.specs import RECORDS, REJECTS, LabelSpec
 
 
 class _StatsFn(beam.CombineFn):

@@ -41,6 +41,16 @@ class Progress:
             pass  # progress is best-effort; the folder may be gone at teardown
 
 
+def reporting_pids(folder: str) -> set:
+    """The process ids that wrote progress files: which worker processes did work."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return set()
+    return {int(n.split("-")[1]) for n in names if n.endswith(".json") and n.count("-") >= 2
+            and n.split("-")[1].isdigit()}
+
+
 def read_totals(folder: str) -> dict:
     """{stage: {"records": n, "bytes": n, "rejected": n}} summed over the files."""
     totals: dict = {}

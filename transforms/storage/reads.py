@@ -2,7 +2,7 @@
 
 Only regular files are read (a FIFO would block `open` forever, `/dev/zero`
 never ends), and none over `max_file_bytes`. A gs:// object is read in one
-request, pinned to the generation the listing saw (transforms/gcs.py); other
+request, pinned to the generation the listing saw (transforms/storage/gcs.py); other
 schemes go through Beam's FileSystems.
 
 `read_ahead` keeps a bounded number of reads in flight on a thread pool and
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import dataclasses
 import errno
 import os
 import stat
@@ -23,34 +22,14 @@ import threading
 import unicodedata
 from typing import Callable, Iterable, Iterator, TypeVar
 
-from transforms import gcs
+from transforms.core.records import Reason, Rec, Reject, reject
+from transforms.core.specs import ReadPolicy
+from transforms.core.specs import is_remote
+from transforms.storage import fsutil, gcs
+from transforms.storage.gcs import StorageUnavailable
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-# Local disk: no read-ahead. Measured on 10,000 ImageNet-like files in the page
-# cache (2 workers, header mode), 4 reads in flight gave 3,383 images/s and
-# 320 us of CPU each against 6,141 and 288 us with none: the threads contend
-# for the GIL. A cold or network disk may want --reads_in_flight 4-16.
-LOCAL_IN_FLIGHT = 1
-REMOTE_IN_FLIGHT = 32  # a bucket's latency (20-100 ms) is hidden by many reads at once
-
-
-@dataclasses.dataclass(frozen=True)
-class ReadPolicy:
-    in_flight: int = 0                 # reads at once per worker; 0: by the input's scheme
-    timeout: float = gcs.DEFAULT_TIMEOUT   # seconds a remote store may stay silent
-    max_file_bytes: int = 1 << 30      # larger files are rejected (`too_large`)
-    once: bool = True                  # read each image once, validating it as its shard is written
-
-    def in_flight_for(self, path: str) -> int:
-        return self.in_flight or (LOCAL_IN_FLIGHT if _is_local(path) else REMOTE_IN_FLIGHT)
-
-
-def _is_local(path: str) -> bool:
-    # fsutil.is_local's rule, without importing fsutil (and with it Beam) into
-    # transforms/images.py, which holds a ReadPolicy.
-    return "://" not in path
 
 
 class NotAFile(Exception):
@@ -114,7 +93,7 @@ def read_local(path: str, cap: int) -> tuple[bytes, str]:
 def read_input(path: str, generation: int, size: int, policy: ReadPolicy) -> tuple[bytes, str, int]:
     """(bytes, path read, generation read) of one input file. Raises NotAFile,
     TooLarge, FileNotFoundError (or a store's NotFound), gcs.StorageUnavailable."""
-    if _is_local(path):
+    if not is_remote(path):
         return (*read_local(path, policy.max_file_bytes), 0)
     if path.startswith("gs://"):
         try:
@@ -188,3 +167,23 @@ def make_pool(policy: ReadPolicy, path: str) -> concurrent.futures.ThreadPoolExe
             pool = _pools[key] = concurrent.futures.ThreadPoolExecutor(max_workers=size,
                                                                        thread_name_prefix="tfrecords-read")
     return pool
+
+
+def read_record(rec: Rec, policy: ReadPolicy) -> tuple[bytes, Rec]:
+    """The record's bytes, and the record updated with where and which
+    version they came from."""
+    data, path, generation = read_input(rec.path, rec.generation, rec.size, policy)
+    return data, rec._replace(path=path, generation=generation or rec.generation)
+
+
+def read_reject(rec: Rec, e: Exception) -> Reject:
+    """The reject for a read that failed on this one file. A store that does
+    not answer at all is no reason to reject a file: that error is raised."""
+    if isinstance(e, StorageUnavailable):
+        raise e
+    if isinstance(e, NotAFile):
+        return reject(rec, Reason.NOT_A_FILE, str(e))
+    if isinstance(e, TooLarge):
+        return reject(rec, Reason.TOO_LARGE, str(e))
+    # any filesystem's error: FileNotFoundError, BeamIOError, 404s ...
+    return reject(rec, Reason(fsutil.error_reason(e)), f"{type(e).__name__}: {e}"[:500])

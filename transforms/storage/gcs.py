@@ -24,15 +24,18 @@ import os
 import threading
 from typing import Iterator, NamedTuple, Optional
 
+from transforms.core.errors import ConversionError
+from transforms.core.specs import DEFAULT_IO_TIMEOUT
+
 POOL_SIZE = 64  # connections kept per process: reads in flight plus listing and writes
-DEFAULT_TIMEOUT = 120.0  # seconds; --io_timeout
+DEFAULT_TIMEOUT = DEFAULT_IO_TIMEOUT  # seconds; --io_timeout
 
 _lock = threading.Lock()
 _client = None
 _client_pid = 0
 
 
-class StorageUnavailable(RuntimeError):
+class StorageUnavailable(ConversionError, RuntimeError):
     """The bucket did not answer (or kept failing) within the deadline."""
 
 

@@ -15,9 +15,10 @@ import re
 import unicodedata
 from typing import Iterable, Optional, Union
 
-from transforms.example_codec import BYTES, FLOAT, INT64
-from transforms.records import Reason, Rec, Reject, reject
-from transforms.specs import LabelSource, LabelSpec, LabelType
+from transforms.core.errors import ConversionError
+from transforms.core.example_codec import BYTES, FLOAT, INT64
+from transforms.core.records import Reason, Rec, Reject, reject
+from transforms.core.specs import LabelSource, LabelSpec, LabelType
 
 MAX_CLASSES = 1_000_000
 # Numbers by a strict ASCII grammar: Python's int()/float() also accept `1_1`,
@@ -29,7 +30,7 @@ _FLOAT = re.compile(r"[+-]?(?:[0-9]{1,400}(?:\.[0-9]{0,400})?|\.[0-9]{1,400})(?:
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-class LabelError(ValueError):
+class LabelError(ConversionError, ValueError):
     pass
 
 
@@ -147,7 +148,7 @@ class Stats:
 
 @dataclasses.dataclass(frozen=True)
 class LabelMap:
-    kind: str                 # "class", "int", "float" or "none"
+    kind: LabelType           # CLASS, INT, FLOAT or NONE (never AUTO)
     ids: tuple = ()           # ((name, id), ...) sorted by id then name
     extra_kinds: tuple = ()   # ((column, feature kind), ...)
     offset: int = 0
@@ -157,7 +158,7 @@ class LabelMap:
         return dict(self.ids)
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "offset": self.offset, "classes": dict(self.ids),
+        return {"kind": self.kind.value, "offset": self.offset, "classes": dict(self.ids),
                 "extended_with": list(self.new_names)}
 
 
@@ -187,7 +188,7 @@ def build_label_map(stats: Stats, spec: LabelSpec, extra_columns: Iterable[str] 
         extra_kinds.append((col, INT64 if i else FLOAT if f else BYTES))
     extra_kinds = tuple(extra_kinds)
     if spec.source is LabelSource.NONE:
-        return LabelMap("none", extra_kinds=extra_kinds)
+        return LabelMap(LabelType.NONE, extra_kinds=extra_kinds)
     kind = spec.label_type
     if kind is LabelType.AUTO:
         if spec.frozen_map is not None:
@@ -199,13 +200,13 @@ def build_label_map(stats: Stats, spec: LabelSpec, extra_columns: Iterable[str] 
         else:
             kind = LabelType.CLASS
     if kind is LabelType.FLOAT:
-        return LabelMap("float", extra_kinds=extra_kinds)
+        return LabelMap(LabelType.FLOAT, extra_kinds=extra_kinds)
     if stats.names is None:
         raise LabelError(f"more than {MAX_CLASSES:,} distinct labels: too many to be classes; "
                          "use --label_type float for regression targets")
     if kind is LabelType.INT:
         ids = sorted(((n, int(n) + spec.offset) for n in stats.names if is_int(n)), key=lambda x: (x[1], x[0]))
-        return LabelMap("int", tuple(ids), extra_kinds, spec.offset)
+        return LabelMap(LabelType.INT, tuple(ids), extra_kinds, spec.offset)
     if spec.frozen_map is not None:
         mapping = {nfc(n): i for n, i in spec.frozen_map}
         new = ()
@@ -214,9 +215,9 @@ def build_label_map(stats: Stats, spec: LabelSpec, extra_columns: Iterable[str] 
             start = max(mapping.values(), default=spec.offset - 1) + 1
             mapping.update({n: start + i for i, n in enumerate(new)})
         ids = sorted(mapping.items(), key=lambda x: (x[1], x[0]))
-        return LabelMap("class", tuple(ids), extra_kinds, spec.offset, new)
+        return LabelMap(LabelType.CLASS, tuple(ids), extra_kinds, spec.offset, new)
     ids = [(n, spec.offset + i) for i, n in enumerate(sorted(stats.names))]
-    return LabelMap("class", tuple(ids), extra_kinds, spec.offset)
+    return LabelMap(LabelType.CLASS, tuple(ids), extra_kinds, spec.offset)
 
 
 def _typed(kind: str, raw: str) -> list:
@@ -232,7 +233,7 @@ def _typed(kind: str, raw: str) -> list:
 def assign_label(rec: Rec, lm: LabelMap, lookup: dict) -> Union[Rec, Reject]:
     """The record with its label id or target and typed extra features, or a Reject."""
     features = tuple((col, kind, _typed(kind, raw)) for (col, raw), (_, kind) in zip(rec.extras, lm.extra_kinds))
-    if lm.kind == "none":
+    if lm.kind is LabelType.NONE:
         return rec._replace(features=features)
     text = rec.label_text
     if not text:
@@ -241,11 +242,11 @@ def assign_label(rec: Rec, lm: LabelMap, lookup: dict) -> Union[Rec, Reject]:
                           "cannot be a class name")
         return reject(rec, Reason.NO_LABEL, "no label: the label cell is empty, the path is too shallow "
                       "for the label folder level, or --label_regex did not match")
-    if lm.kind == "float":
+    if lm.kind is LabelType.FLOAT:
         if not is_float(text):
             return reject(rec, Reason.BAD_LABEL, f"label {text!r} is not a finite number (regression target)")
         return rec._replace(target=float(text), features=features)
-    if lm.kind == "int":
+    if lm.kind is LabelType.INT:
         if not is_int(text):
             return reject(rec, Reason.BAD_LABEL, f"label {text!r} is not an integer class id")
         if not INT64_MIN <= int(text) + lm.offset <= INT64_MAX:

@@ -18,6 +18,8 @@ import posixpath
 import re
 from typing import Iterable, Iterator, NamedTuple, Optional, TextIO
 
+from transforms.core.errors import ConversionError
+
 IMAGE_EXTENSIONS = frozenset(
     ".jpg .jpeg .jpe .jfif .png .gif .bmp .webp .tif .tiff .heic .heif .avif".split())
 PATH_COLUMNS = ("filename", "file_name", "file", "path", "filepath", "file_path", "image",
@@ -39,7 +41,7 @@ _SURROGATE = re.compile("[\udc80-\udcff]")  # bytes that did not decode (surroga
 csv.field_size_limit(MAX_CELL)
 
 
-class TableError(ValueError):
+class TableError(ConversionError, ValueError):
     pass
 
 

@@ -22,13 +22,14 @@ import enum
 import io
 import re
 import struct
+import warnings
 import zlib
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Union
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from transforms.reads import ReadPolicy
-from transforms.records import Reason
+from transforms.core.records import Reason, Rec, Reject, fingerprint, reject
+from transforms.core.specs import ReadPolicy
 
 JPEG, PNG, GIF, BMP, WEBP, TIFF, HEIC, AVIF = "jpeg", "png", "gif", "bmp", "webp", "tiff", "heic", "avif"
 STORABLE_FORMATS = (JPEG, PNG)  # decode_image gives 3-D tensors for these as-is
@@ -385,3 +386,22 @@ def reencode_image(data: bytes, target: str, policy: ImagePolicy) -> bytes:
     else:
         im.save(buf, "PNG", compress_level=6)
     return buf.getvalue()
+
+
+def check_record(rec: Rec, data: bytes, policy: ImagePolicy, read_again: bool = True) -> Union[Rec, Reject]:
+    """The record with what will be stored, or its Reject. `read_again`: the
+    writer will read the file a second time, and hold it to a CRC32C of
+    these bytes."""
+    try:
+        info = probe_image(data, policy)
+    except BadImage as e:
+        return reject(rec._replace(size=len(data)), e.reason, e.detail)
+    return rec._replace(size=len(data), fmt=info.fmt, height=info.height, width=info.width,
+                        channels=info.channels, colorspace=info.colorspace, source_fmt=info.source_fmt,
+                        reencode_to=info.reencode_to, crc=fingerprint(data) if read_again else -1)
+
+
+def configure_pillow(policy: ImagePolicy) -> None:
+    # Our own pixel check runs before any decode; make Pillow's bomb guard agree.
+    Image.MAX_IMAGE_PIXELS = policy.max_pixels
+    warnings.simplefilter("ignore", Image.DecompressionBombWarning)

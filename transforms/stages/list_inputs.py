@@ -5,7 +5,7 @@ Output (a tagged tuple):
   rejects  [Reject, ...]  rows refused already (unsafe paths, duplicates, ids matching no file);
                           label tables only
   stats    (name, count)  "listed" and the excluded counts by reason
-  fingerprint (unit, hex) the listing's digests (transforms/fingerprint.py)
+  fingerprint (unit, hex) the listing's digests (transforms/core/fingerprint.py)
 """
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms import listing, tables
-from transforms.fingerprint import FINGERPRINT
-from transforms.labels import nfc
-from transforms.records import Batch, Reason, Rec, Reject, reject
-from transforms.specs import InputKind, InputSpec
+from transforms.core import tables
+from transforms.core.fingerprint import FINGERPRINT
+from transforms.core.labels import nfc
+from transforms.core.records import Batch, Reason, Rec, Reject, reject
+from transforms.core.specs import RECORDS, REJECTS, STATS, InputKind, InputSpec
+from transforms.storage import listing
 
 BATCH = 500
-RECORDS, REJECTS, STATS = "records", "rejects", "stats"
 
 
 def batched(items: Iterable, size: int = BATCH) -> Iterator[list]:

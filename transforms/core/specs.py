@@ -10,12 +10,16 @@ import enum
 import re
 from typing import Optional
 
-from transforms.tfrecord_io import Compression
+from transforms.core.tfrecord_io import Compression
 
 # Split names become file names (`train-00000-of-00016.tfrecord`), so they are
 # held to a strict pattern; no '-' so that `train-*` never matches another split.
 SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 KNOWN_SPLIT_FOLDERS = ("train", "validation", "val", "valid", "test", "eval", "dev")
+
+# The stages' output tags: records go on, rejects go to rejects.jsonl, stats to the manifest.
+RECORDS, REJECTS, STATS = "records", "rejects", "stats"
+DEFAULT_IO_TIMEOUT = 120.0  # seconds a remote store may stay silent; --io_timeout
 
 
 class InputKind(str, enum.Enum):
@@ -35,6 +39,7 @@ class LabelType(str, enum.Enum):
     CLASS = "class"  # names, mapped to ids 0..N-1 in sorted order (or by --label_map)
     INT = "int"      # integer class ids, kept as they are
     FLOAT = "float"  # regression targets
+    NONE = "none"    # unlabelled (a label map's kind, never a --label_type)
 
 
 class SplitSource(str, enum.Enum):
@@ -95,3 +100,63 @@ class ShardSpec:
     def requested(self, split: str) -> int:
         d = dict(self.num_shards)
         return d.get(split, d.get("*", 0))
+
+# Local disk: no read-ahead. Measured on 10,000 ImageNet-like files in the page
+# cache (2 workers, header mode), 4 reads in flight gave 3,383 images/s and
+# 320 us of CPU each against 6,141 and 288 us with none: the threads contend
+# for the GIL. A cold or network disk may want --reads_in_flight 4-16.
+LOCAL_IN_FLIGHT = 1
+REMOTE_IN_FLIGHT = 32  # a bucket's latency (20-100 ms) is hidden by many reads at once
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadPolicy:
+    in_flight: int = 0                 # reads at once per worker; 0: by the input's scheme
+    timeout: float = DEFAULT_IO_TIMEOUT   # seconds a remote store may stay silent
+    max_file_bytes: int = 1 << 30      # larger files are rejected (`too_large`)
+    once: bool = True                  # read each image once, validating it as its shard is written
+
+    def in_flight_for(self, path: str) -> int:
+        return self.in_flight or (REMOTE_IN_FLIGHT if is_remote(path) else LOCAL_IN_FLIGHT)
+
+
+def is_remote(path: str) -> bool:
+    # fsutil.is_local's rule, without importing fsutil (and with it Beam) into
+    # the specs, which the pure modules import.
+    return "://" in path
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputSpec:
+    output: str                      # the folder the shards go to
+    run_id: str
+    overwrite: bool = False
+    feature_keys: tuple = ()         # ((default key, new key or ""), ...)
+    progress: bool = False
+    root: str = ""                   # --versioned: the dataset root holding versions and LATEST
+    version: str = ""                # --versioned: this run's version folder name
+    previous_version: str = ""       # the version LATEST named when the run started
+    previous_fingerprint: str = ""
+    republish: bool = False          # publish even when nothing changed
+    job_ends_run: bool = False       # the job's Publish step releases the lock (a launcher that does not wait)
+
+    @property
+    def lock_dir(self) -> str:
+        """Versioned runs lock the dataset root, so scheduled runs never overlap."""
+        return self.root or self.output
+
+
+@dataclasses.dataclass(frozen=True)
+class PublishSpec:
+    """What the publish step needs besides the run's results."""
+    output: OutputSpec
+    staging: str                     # the run's staging folder
+    compression: Compression
+    options: dict                    # the settings, as the manifest records them
+    options_fingerprint: str
+    tool_version: str
+    max_reject_fraction: float = 1.0
+
+    @property
+    def job_ends_run(self) -> bool:
+        return self.output.job_ends_run

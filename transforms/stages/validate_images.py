@@ -1,6 +1,6 @@
-"""Stage ValidateImages: read each file once, check it (see transforms/images.py)
+"""Stage ValidateImages: read each file once, check it (see transforms/core/images.py)
 and record what will be stored; bad files become rejects with their reason.
-Reads run ahead of the checks on a bounded pool (transforms/reads.py), in
+Reads run ahead of the checks on a bounded pool (transforms/storage/reads.py), in
 order, so a bucket's latency overlaps the decoding.
 
 This is the CPU-heavy stage (a decode per image in full mode), so its input is
@@ -13,58 +13,13 @@ Output: records [Rec, ...] with size, format, height, width, channels, crc;
 """
 from __future__ import annotations
 
-import warnings
-from typing import Union
-
 import apache_beam as beam
-from PIL import Image
 
-from transforms import fsutil
-from transforms.gcs import StorageUnavailable
-from transforms.images import BadImage, ImagePolicy, probe_image
-from transforms.list_inputs import RECORDS, REJECTS
-from transforms.progress import Progress
-from transforms.reads import NotAFile, ReadPolicy, TooLarge, make_pool, read_ahead, read_input
-from transforms.records import Batch, Reason, Rec, Reject, fingerprint, pack, reject, unpack
-
-
-def read_record(rec: Rec, policy: ReadPolicy) -> tuple[bytes, Rec]:
-    """The record's bytes, and the record updated with where and which
-    version they came from."""
-    data, path, generation = read_input(rec.path, rec.generation, rec.size, policy)
-    return data, rec._replace(path=path, generation=generation or rec.generation)
-
-
-def read_reject(rec: Rec, e: Exception) -> Reject:
-    """The reject for a read that failed on this one file. A store that does
-    not answer at all is no reason to reject a file: that error is raised."""
-    if isinstance(e, StorageUnavailable):
-        raise e
-    if isinstance(e, NotAFile):
-        return reject(rec, Reason.NOT_A_FILE, str(e))
-    if isinstance(e, TooLarge):
-        return reject(rec, Reason.TOO_LARGE, str(e))
-    # any filesystem's error: FileNotFoundError, BeamIOError, 404s ...
-    return reject(rec, Reason(fsutil.error_reason(e)), f"{type(e).__name__}: {e}"[:500])
-
-
-def check_record(rec: Rec, data: bytes, policy: ImagePolicy, read_again: bool = True) -> Union[Rec, Reject]:
-    """The record with what will be stored, or its Reject. `read_again`: the
-    writer will read the file a second time, and hold it to a CRC32C of
-    these bytes."""
-    try:
-        info = probe_image(data, policy)
-    except BadImage as e:
-        return reject(rec._replace(size=len(data)), e.reason, e.detail)
-    return rec._replace(size=len(data), fmt=info.fmt, height=info.height, width=info.width,
-                        channels=info.channels, colorspace=info.colorspace, source_fmt=info.source_fmt,
-                        reencode_to=info.reencode_to, crc=fingerprint(data) if read_again else -1)
-
-
-def configure_pillow(policy: ImagePolicy) -> None:
-    # Our own pixel check runs before any decode; make Pillow's bomb guard agree.
-    Image.MAX_IMAGE_PIXELS = policy.max_pixels
-    warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+from transforms.core.images import ImagePolicy, check_record, configure_pillow
+from transforms.core.records import Batch, Rec, pack, unpack
+from transforms.core.specs import RECORDS, REJECTS
+from transforms.storage.progress import Progress
+from transforms.storage.reads import make_pool, read_ahead, read_record, read_reject
 
 
 class _ValidateFn(beam.DoFn):

@@ -15,10 +15,9 @@ from typing import Union
 
 import apache_beam as beam
 
-from transforms.list_inputs import RECORDS, REJECTS, STATS
-from transforms.records import Batch, Reason, Rec, Reject, reject
-from transforms.sharding import shuffle_key
-from transforms.specs import SPLIT_NAME, SplitSource, SplitSpec
+from transforms.core.records import Batch, Reason, Rec, Reject, reject
+from transforms.core.sharding import shuffle_key
+from transforms.core.specs import RECORDS, REJECTS, SPLIT_NAME, STATS, SplitSource, SplitSpec
 
 
 def ratio_split(rel: str, ratios: tuple, salt: str) -> str:

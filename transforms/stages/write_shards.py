@@ -2,14 +2,14 @@
 files and streamed into one TFRecord file in the staging folder.
 
 Image bytes are read here, a bounded number ahead of the writing (in order,
-transforms/reads.py), and never pass through the runner; a worker holds the
+transforms/storage/reads.py), and never pass through the runner; a worker holds the
 reads in flight and one shard's metadata at a time. The file gets a
 unique temporary name; only the publish step gives it its final name, so a
 retried or replayed bundle rewrites instead of duplicating, and nothing
 partial is ever visible under a final name.
 
 With one read per image (the default where the listing gives every size),
-each image is validated here, as it is read (transforms/validate_images.py's
+each image is validated here, as it is read (transforms/stages/validate_images.py's
 checks), so what is written is exactly the bytes that were checked; shards
 whose records are rejected hold fewer records than planned. With two, the
 ValidateImages stage checked it before planning, and here it is read again
@@ -32,51 +32,17 @@ from typing import NamedTuple, Union
 
 import apache_beam as beam
 
-from transforms import fsutil, layout
-from transforms.example_codec import BYTES, FLOAT, INT64, encode_example
-from transforms.gcs import StorageUnavailable
-from transforms.images import ImagePolicy, reencode_image
-from transforms.list_inputs import REJECTS
-from transforms.progress import Progress
-from transforms.reads import ReadPolicy, make_pool, read_ahead, read_input
-from transforms.records import Batch, Reason, Rec, Reject, ShardResult, fingerprint, reject, unpack
-from transforms.sharding import shard_name
-from transforms.tfrecord_io import Compression, RecordWriter
-from transforms.validate_images import check_record, configure_pillow, read_record, read_reject
-
-DEFAULT_KEYS = {
-    "encoded": "image/encoded", "format": "image/format", "height": "image/height",
-    "width": "image/width", "channels": "image/channels", "colorspace": "image/colorspace",
-    "label": "image/class/label", "text": "image/class/text", "target": "image/target",
-    "filename": "image/filename", "sha256": "image/key/sha256",
-}
-
-
-def example_features(rec: Rec, data: bytes, sha256_hex: str, label_kind: str, keys: dict) -> dict:
-    """The Example's features for one record, keyed by the (possibly renamed)
-    feature keys; a key renamed to "" is left out."""
-    f = {
-        "image/encoded": (BYTES, [data]),
-        "image/format": (BYTES, [rec.fmt.encode()]),
-        "image/height": (INT64, [rec.height]),
-        "image/width": (INT64, [rec.width]),
-        "image/channels": (INT64, [rec.channels]),
-        "image/colorspace": (BYTES, [rec.colorspace.encode()]),
-        "image/filename": (BYTES, [rec.rel.encode("utf-8", "surrogateescape")]),
-        "image/key/sha256": (BYTES, [sha256_hex.encode()]),
-    }
-    if label_kind in ("class", "int"):
-        f["image/class/label"] = (INT64, [rec.label_id])
-        f["image/class/text"] = (BYTES, [rec.label_text.encode("utf-8")])
-    elif label_kind == "float":
-        f["image/target"] = (FLOAT, [rec.target])
-    for col, kind, values in rec.features:
-        f[col] = (kind, values)
-    if keys:
-        f = {keys.get(k, k): v for k, v in f.items()}
-        f.pop("", None)
-    return f
-
+from transforms.core.example_codec import encode_example
+from transforms.core.features import example_features
+from transforms.core.images import ImagePolicy, check_record, configure_pillow, reencode_image
+from transforms.core.records import Batch, Reason, Rec, Reject, ShardResult, fingerprint, reject, unpack
+from transforms.core.sharding import shard_name
+from transforms.core.specs import REJECTS, ReadPolicy
+from transforms.core.tfrecord_io import Compression, RecordWriter
+from transforms.storage import fsutil, layout
+from transforms.storage.gcs import StorageUnavailable
+from transforms.storage.progress import Progress
+from transforms.storage.reads import make_pool, read_ahead, read_input, read_record, read_reject
 
 def read_again(rec: Rec, policy: ReadPolicy) -> bytes:
     """The bytes validated, read a second time: on GCS the same object
@@ -232,19 +198,3 @@ class WriteShards(beam.PTransform):
         return shard_inputs | "Write" >> beam.ParDo(
             _WriteShardFn(staging, compression, policy, keys, validate, self._progress_dir, self._index_files),
             beam.pvalue.AsSingleton(self._label_map)).with_outputs(REJECTS, main="shards")
-
-
-def feature_schema(label_kind: str, extra_kinds: tuple, keys: dict) -> dict:
-    """{feature key: kind} of every Example written, after renaming."""
-    schema = {"image/encoded": BYTES, "image/format": BYTES, "image/height": INT64, "image/width": INT64,
-              "image/channels": INT64, "image/colorspace": BYTES, "image/filename": BYTES,
-              "image/key/sha256": BYTES}
-    if label_kind in ("class", "int"):
-        schema.update({"image/class/label": INT64, "image/class/text": BYTES})
-    elif label_kind == "float":
-        schema["image/target"] = FLOAT
-    schema.update(dict(extra_kinds))
-    if keys:
-        schema = {keys.get(k, k): v for k, v in schema.items()}
-        schema.pop("", None)
-    return dict(sorted(schema.items()))

@@ -189,14 +189,14 @@ def _holds(blob, data: bytes) -> bool:
 
 
 def gcs_client():
-    """This process's google-cloud-storage client (transforms/gcs.py)."""
-    from transforms import gcs
+    """This process's google-cloud-storage client (transforms/storage/gcs.py)."""
+    from transforms.storage import gcs
     return gcs.client()
 
 
 def reset_clients() -> None:
     """Forget cached clients (tests move STORAGE_EMULATOR_HOST)."""
-    from transforms import gcs
+    from transforms.storage import gcs
     gcs.reset()
 
 
@@ -303,7 +303,7 @@ def list_subdirs(path: str) -> list[str]:
             return []
     prefix = path.rstrip("/") + "/"
     if prefix.startswith("gs://"):
-        from transforms import gcs
+        from transforms.storage import gcs
         return gcs.list_prefixes(prefix)
     dirs = set()
     for p, _, _ in list_prefix(prefix):

@@ -20,8 +20,8 @@ import fnmatch
 import os
 from typing import Iterator
 
-from transforms import fsutil, gcs
-from transforms.records import Rec
+from transforms.core.records import Rec
+from transforms.storage import fsutil, gcs
 
 EXCLUDED_HIDDEN = "hidden"
 EXCLUDED_PATTERN = "not_included"

@@ -25,16 +25,19 @@ import datetime
 import errno
 import json
 import logging
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import apache_beam as beam
 
-from transforms import fsutil, layout, tfds_metadata
-from transforms.records import ShardResult
-from transforms.write_shards import DEFAULT_KEYS, feature_schema
+from transforms.core import tfds_metadata
+from transforms.core.errors import ConversionError
+from transforms.core.features import feature_roles, feature_schema, tfmd_schema
+from transforms.core.records import ShardResult
+from transforms.core.specs import PublishSpec
+from transforms.storage import fsutil, layout, run_lock
 
 
-class PublishError(RuntimeError):
+class PublishError(ConversionError, RuntimeError):
     pass
 
 
@@ -60,9 +63,9 @@ def collect_shards(shards: Iterable[ShardResult], plans: dict) -> dict:
     return out
 
 
-def build_manifest(shards: dict, rejects: list, stats: dict, label_map, options: dict,
-                   keys: dict, compression, tool_version: str, run_id: str) -> dict:
-    """The manifest's content (without the fingerprint and version fields)."""
+def build_manifest(spec: PublishSpec, got: RunResults, shards: dict) -> dict:
+    """The manifest's content; `shards` is collect_shards' {split: [ShardResult]}."""
+    rejects, stats, label_map, keys = got.rejects, got.stats, got.label_map, dict(spec.output.feature_keys)
     written = sum(s.records for ss in shards.values() for s in ss)
     listed = stats.get("listed", 0)
     not_selected = stats.get("not_selected", 0)
@@ -85,13 +88,13 @@ def build_manifest(shards: dict, rejects: list, stats: dict, label_map, options:
         }
     by_reason = collections.Counter(r.reason for r in rejects)
     schema = feature_schema(label_map.kind, label_map.extra_kinds, keys)
-    return {
+    manifest = {
         "format": layout.MANIFEST_FORMAT,
-        "tool_version": tool_version,
-        "run_id": run_id,
+        "tool_version": spec.tool_version,
+        "run_id": spec.output.run_id,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "compression": compression.value,
-        "tf_compression_type": compression.tf_name,
+        "compression": spec.compression.value,
+        "tf_compression_type": spec.compression.tf_name,
         "counts": {"listed": listed, "written": written, "rejected": len(rejects), "not_selected": not_selected,
                    "excluded": {k.split("/", 1)[1]: v for k, v in sorted(stats.items()) if k.startswith("excluded/")}},
         "rejects_by_reason": dict(sorted(by_reason.items())),
@@ -99,10 +102,17 @@ def build_manifest(shards: dict, rejects: list, stats: dict, label_map, options:
         "splits": splits,
         "label_map": label_map.to_json(),
         "features": schema,
-        "feature_roles": {role: keys.get(key, key) for role, key in DEFAULT_KEYS.items()
-                          if keys.get(key, key) in schema},
-        "options": options,
+        "feature_roles": feature_roles(schema, keys),
+        "options": spec.options,
+        "fingerprint": {"run": got.fingerprint, "options": spec.options_fingerprint},
     }
+    tfds_files = tfds_metadata.metadata_files(manifest, "")
+    manifest["tfds"] = ({"metadata": sorted(tfds_files)} if tfds_files
+                        else {"metadata": [], "why_not": tfds_metadata.unsupported(manifest)})
+    if spec.output.root:
+        manifest["version"] = spec.output.version
+        manifest["previous_version"] = spec.output.previous_version
+    return manifest
 
 
 def _shard_entry(s: ShardResult) -> dict:
@@ -125,13 +135,7 @@ def schema_pbtxt(features: dict) -> bytes:
     """The features as a TFX (tensorflow_metadata) Schema, for TFX pipelines
     that import a schema instead of inferring one."""
     from google.protobuf import text_format
-    from tensorflow_metadata.proto.v0 import schema_pb2
-    kinds = {"bytes": schema_pb2.BYTES, "int64": schema_pb2.INT, "float": schema_pb2.FLOAT}
-    schema = schema_pb2.Schema()
-    for name, kind in features.items():
-        f = schema.feature.add(name=name, type=kinds[kind])
-        f.presence.min_fraction = 1.0
-    return text_format.MessageToString(schema).encode("utf-8")
+    return text_format.MessageToString(tfmd_schema(features)).encode("utf-8")
 
 
 def _read_json(path: str):
@@ -141,70 +145,91 @@ def _read_json(path: str):
         return None
 
 
-def publish(spec, staging: str, shards: list, rejects: list, stats: dict, label_map, plans: dict,
-            fingerprint: str, options: dict, options_fingerprint: str, compression,
-            max_reject_fraction: float, tool_version: str) -> dict:
-    """`spec` is the run's OutputSpec (pipelines/config.py)."""
-    output, run_id, keys = spec.output, spec.run_id, dict(spec.feature_keys)
-    manifest_path = fsutil.join(output, layout.MANIFEST)
+class RunResults(NamedTuple):
+    """What the pipeline hands the publish step."""
+    shards: list        # [ShardResult]
+    rejects: list       # [Reject]
+    stats: dict         # {"listed": n, "not_selected": n, "excluded/<why>": n}
+    label_map: object   # LabelMap
+    plans: dict         # {split: SplitPlan}
+    fingerprint: str    # the run's
+
+
+def publish(spec: PublishSpec, got: RunResults) -> dict:
+    """Publishes the run's output; returns its manifest. A job the launcher
+    does not wait for also ends the run here (staging folder and lock) when
+    it publishes or fails for a reason of ours; a transient error is left to
+    the runner's retry, which must still hold the lock."""
+    try:
+        manifest = _publish(spec, got)
+    except ConversionError:
+        _end(spec)
+        raise
+    _end(spec)
+    return manifest
+
+
+def _publish(spec: PublishSpec, got: RunResults) -> dict:
+    out = spec.output
+    manifest_path = fsutil.join(out.output, layout.MANIFEST)
     current = _read_json(manifest_path)
-    if isinstance(current, dict) and current.get("run_id") == run_id:  # a replay of this step: already published
-        if spec.root:
-            layout.publish_latest(spec.root, spec.version, run_id)
-        release_lock(spec.lock_dir, run_id)
+    if isinstance(current, dict) and current.get("run_id") == out.run_id:  # a replay of this step: already published
+        if out.root:
+            layout.publish_latest(out.root, out.version, out.run_id)
         return current
-    check_lock(spec.lock_dir, run_id)
-    if spec.previous_fingerprint and not spec.republish and fingerprint == spec.previous_fingerprint:
+    run_lock.check(out.lock_dir, out.run_id)
+    if out.previous_fingerprint and not out.republish and got.fingerprint == out.previous_fingerprint:
         logging.getLogger(__name__).warning(
-            "inputs and options unchanged since version %s: nothing published", spec.previous_version)
-        _end(spec, staging)
-        return {"unchanged_since": spec.previous_version}
-    listed = stats.get("listed", 0)
-    if listed and len(rejects) / listed > max_reject_fraction:
-        failed = fsutil.join(output, layout.failed_rejects_name(run_id))
-        with _writing(output):
-            fsutil.write_bytes(failed, rejects_jsonl(rejects))
-        _prune_failed_rejects(output, run_id)
-        _end(spec, staging)
-        raise TooManyRejects(
-            f"{len(rejects):,} of {listed:,} listed records ({len(rejects) / listed:.1%}) were rejected, "
-            f"above --max_reject_fraction {max_reject_fraction}; nothing was published. The rejects and their "
-            f"reasons are in {failed}")
-    by_split = collect_shards(shards, plans)
+            "inputs and options unchanged since version %s: nothing published", out.previous_version)
+        return {"unchanged_since": out.previous_version}
+    _refuse_too_many_rejects(spec, got)
+    by_split = collect_shards(got.shards, got.plans)
     all_shards = [s for ss in by_split.values() for s in ss]
-    manifest = build_manifest(by_split, rejects, stats, label_map, options, keys, compression,
-                              tool_version, run_id)
-    manifest["fingerprint"] = {"run": fingerprint, "options": options_fingerprint}
-    tfds_files = tfds_metadata.metadata_files(manifest, f"Converted by tfrecord-pipelines {tool_version}")
-    manifest["tfds"] = ({"metadata": sorted(tfds_files)} if tfds_files
-                        else {"metadata": [], "why_not": tfds_metadata.unsupported(manifest)})
-    if spec.root:
-        manifest["version"] = spec.version
-        manifest["previous_version"] = spec.previous_version
-    check_lock(spec.lock_dir, run_id)  # the last moment before the old output is touched
-    with _writing(output):
+    manifest = build_manifest(spec, got, by_split)
+    run_lock.check(out.lock_dir, out.run_id)  # the last moment before the old output is touched
+    with _writing(out.output):
         fsutil.delete([manifest_path])
-        _move_shards_in(output, staging, all_shards)
-        fsutil.write_bytes(fsutil.join(output, layout.REJECTS), rejects_jsonl(rejects))
-        fsutil.write_bytes(fsutil.join(output, layout.LABEL_MAP), label_map_json(label_map))
-        fsutil.write_bytes(fsutil.join(output, layout.SCHEMA), schema_pbtxt(manifest["features"]))
-        _write_tfds_metadata(output, tfds_files)
-    check_published(output, all_shards)  # never a manifest beside missing shards
-    check_lock(spec.lock_dir, run_id)
-    with _writing(output):
+        _move_shards_in(out.output, spec.staging, all_shards)
+        for name, data in _companions(got, manifest).items():
+            fsutil.write_bytes(fsutil.join(out.output, name), data)
+        _remove_stale_tfds_files(out.output, manifest["tfds"]["metadata"])
+    check_published(out.output, all_shards)  # never a manifest beside missing shards
+    run_lock.check(out.lock_dir, out.run_id)
+    with _writing(out.output):
         try:
             fsutil.create_only(manifest_path, manifest_bytes(manifest))
         except fsutil.AlreadyExists:
             raise PublishError(f"{manifest_path} appeared while publishing: another run wrote this output") from None
-    check_published(output, all_shards, run_id)
+    check_published(out.output, all_shards, out.run_id)
     # Only now, with the version complete, may training jobs see it.
-    if spec.root:
-        check_lock(spec.lock_dir, run_id)
-        if not layout.publish_latest(spec.root, spec.version, run_id):
+    if out.root:
+        run_lock.check(out.lock_dir, out.run_id)
+        if not layout.publish_latest(out.root, out.version, out.run_id):
             logging.getLogger(__name__).warning(
-                "version %s is complete, but LATEST names a version of a later run and was left alone", spec.version)
-    _end(spec, staging)
+                "version %s is complete, but LATEST names a version of a later run and was left alone", out.version)
     return manifest
+
+
+def _refuse_too_many_rejects(spec: PublishSpec, got: RunResults) -> None:
+    listed, rejects, output = got.stats.get("listed", 0), got.rejects, spec.output.output
+    if not listed or len(rejects) / listed <= spec.max_reject_fraction:
+        return
+    failed = fsutil.join(output, layout.failed_rejects_name(spec.output.run_id))
+    with _writing(output):
+        fsutil.write_bytes(failed, rejects_jsonl(rejects))
+    _prune_failed_rejects(output, spec.output.run_id)
+    raise TooManyRejects(
+        f"{len(rejects):,} of {listed:,} listed records ({len(rejects) / listed:.1%}) were rejected, "
+        f"above --max_reject_fraction {spec.max_reject_fraction}; nothing was published. The rejects and their "
+        f"reasons are in {failed}")
+
+
+def _companions(got: RunResults, manifest: dict) -> dict:
+    """{file name: bytes} written beside the shards, before the manifest."""
+    files = {layout.REJECTS: rejects_jsonl(got.rejects), layout.LABEL_MAP: label_map_json(got.label_map),
+             layout.SCHEMA: schema_pbtxt(manifest["features"])}
+    files.update(tfds_metadata.metadata_files(manifest, f"Converted by tfrecord-pipelines {manifest['tool_version']}"))
+    return files
 
 
 def manifest_bytes(manifest: dict) -> bytes:
@@ -225,23 +250,6 @@ def _writing(output: str):
         where = getattr(e, "filename", None) or output
         raise PublishError(f"writing {where} failed: {e.strerror or e}; nothing was published ({output} has no "
                            f"{layout.MANIFEST}; rerun with --overwrite once this is fixed)") from None
-
-
-def check_lock(lock_dir: str, run_id: str) -> None:
-    """Fencing: publish only while the lock still names this run. A run whose
-    lock was taken over (--break_lock, or it expired) must not write over the
-    output of the run that took it."""
-    lock = fsutil.join(lock_dir, layout.LOCK)
-    held = _read_json(lock)
-    if isinstance(held, dict) and held.get("run_id") == run_id:
-        return
-    if isinstance(held, dict):
-        who = (f"it now names run {held.get('run_id', '?')} on host {held.get('host', '?')}, started "
-               f"{held.get('started', '?')}")
-    else:
-        who = "it is gone"
-    raise PublishError(f"run {run_id} no longer holds the lock {lock} ({who}): it was taken over (--break_lock, "
-                       f"or it expired after --lock_ttl_hours); nothing was published by this run")
 
 
 def check_published(output: str, shards: list, run_id: str = "") -> None:
@@ -272,13 +280,11 @@ def check_published(output: str, shards: list, run_id: str = "") -> None:
                        "Nothing was published")
 
 
-def _write_tfds_metadata(output: str, files: dict) -> None:
-    """Writes TFDS's metadata files, and removes those of an earlier run that
-    this run does not write (another label key, or none at all)."""
-    for name, data in sorted(files.items()):
-        fsutil.write_bytes(fsutil.join(output, name), data)
+def _remove_stale_tfds_files(output: str, written: list) -> None:
+    """Removes TFDS metadata files of an earlier run that this run does not
+    write (another label key, or none at all)."""
     fsutil.delete([fsutil.join(output, n) for n in fsutil.list_dir(output)
-                   if layout.is_tfds_file(n) and n not in files])
+                   if layout.is_tfds_file(n) and n not in written])
 
 
 def _prune_failed_rejects(output: str, run_id: str) -> None:
@@ -319,36 +325,28 @@ def _move_shards_in(output: str, staging: str, shards: list) -> None:
     fsutil.rename_many(moves)
 
 
-def _end(spec, staging: str) -> None:
-    fsutil.delete_tree(staging)
-    release_lock(spec.lock_dir, spec.run_id)
-
-
-def release_lock(output: str, run_id: str) -> None:
-    lock = fsutil.join(output, layout.LOCK)
-    held = _read_json(lock)
-    if isinstance(held, dict) and held.get("run_id") == run_id:
-        fsutil.delete([lock])
+def _end(spec: PublishSpec) -> None:
+    if spec.job_ends_run:
+        fsutil.delete_tree(spec.staging)
+        run_lock.release(spec.output.lock_dir, spec.output.run_id)
 
 
 class Publish(beam.PTransform):
     """Inputs: a dict with "shards" (ShardResult), "rejects" ([Reject] batches),
     "stats" ((name, count)), "label_map", "plans" and "fingerprint" (singletons)."""
 
-    def __init__(self, **settings):
+    def __init__(self, spec: PublishSpec):
         super().__init__()
-        self._settings = settings
+        self._spec = spec
 
     def expand(self, inputs):
-        side = beam.pvalue
-        settings = self._settings
+        side, spec = beam.pvalue, self._spec
         rejects = inputs["rejects"] | "FlatRejects" >> beam.FlatMap(lambda b: b)
         stats = inputs["stats"] | "SumStats" >> beam.CombinePerKey(sum)
         return (inputs["shards"].pipeline
                 | "Once" >> beam.Create([None])
                 | "Publish" >> beam.Map(
-                    lambda _, shards, rej, st, lm, plans, fp: publish(
-                        shards=shards, rejects=rej, stats=st, label_map=lm, plans=plans, fingerprint=fp, **settings),
+                    lambda _, *got: publish(spec, RunResults(*got)),
                     side.AsList(inputs["shards"]), side.AsList(rejects), side.AsDict(stats),
                     side.AsSingleton(inputs["label_map"]), side.AsSingleton(inputs["plans"]),
                     side.AsSingleton(inputs["fingerprint"])))

@@ -1,5 +1,5 @@
 """Stage PlanShards: the deterministic shuffle and the shard of every record
-(see transforms/sharding.py). Only metadata is grouped here.
+(see transforms/core/sharding.py). Only metadata is grouped here.
 
 Input:  [Rec, ...] batches of records with split and key (validated, or
         listed with their sizes when WriteShards validates)
@@ -16,9 +16,9 @@ from typing import Iterable
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from transforms import sharding
-from transforms.records import pack, unpack
-from transforms.specs import ShardSpec
+from transforms.core import sharding
+from transforms.core.records import pack, unpack
+from transforms.core.specs import ShardSpec
 
 
 def by_bucket(groups: dict) -> list:

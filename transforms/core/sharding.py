@@ -15,7 +15,7 @@ import hashlib
 import math
 from typing import NamedTuple
 
-from transforms.specs import ShardSpec
+from transforms.core.specs import ShardSpec
 
 BUCKET_BITS = 6  # 64 buckets: sort parallelism vs. per-group overhead
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 import json
 import re
 
-from transforms import fsutil
+from transforms.core.example_codec import BYTES, FLOAT, INT64
+from transforms.storage import fsutil
 
 MANIFEST = "manifest.json"        # written last, create-only: the output is complete
 REJECTS = "rejects.jsonl"         # one JSON object per rejected record
 LABEL_MAP = "label_map.json"      # {"name": id}; usable as --label_map for the next run
 SCHEMA = "schema.pbtxt"           # the features as a TFX Schema (tensorflow_metadata)
-TFDS_DATASET_INFO = "dataset_info.json"  # TFDS metadata (transforms/tfds_metadata.py)
-TFDS_FEATURES = "features.json"
-TFDS_LABELS_SUFFIX = ".labels.txt"
+# TFDS metadata (transforms/core/tfds_metadata.py)
+from transforms.core.tfds_metadata import DATASET_INFO as TFDS_DATASET_INFO  # noqa: E402
+from transforms.core.tfds_metadata import FEATURES as TFDS_FEATURES  # noqa: E402
+from transforms.core.tfds_metadata import LABELS_SUFFIX as TFDS_LABELS_SUFFIX  # noqa: E402
 LOCK = ".tfrecords.lock"          # held by a running conversion
 STAGING_PREFIX = ".tfrecords-staging-"
 # Any shard we could have written, whatever its split, count or compression.
@@ -76,7 +78,7 @@ def check_manifest(m: dict) -> None:
         v = where.get(key, {}) if key == "excluded" else where.get(key)
         _need(isinstance(v, dict) and all(_count(c) for c in v.values()), f"{key!r} is missing or not a map of counts")
     features = m.get("features")
-    _need(isinstance(features, dict) and all(isinstance(k, str) and v in ("bytes", "int64", "float")
+    _need(isinstance(features, dict) and all(isinstance(k, str) and v in (BYTES, INT64, FLOAT)
                                              for k, v in features.items()),
           "'features' is missing or not a map of feature name to bytes/int64/float")
     roles = m.get("feature_roles", {})
@@ -116,7 +118,7 @@ def is_dataset_file(name: str) -> bool:
 
 
 def is_tfds_file(name: str) -> bool:
-    """TFDS's metadata (transforms/tfds_metadata.py): dataset_info.json,
+    """TFDS's metadata (transforms/core/tfds_metadata.py): dataset_info.json,
     features.json and a class label's <key>.labels.txt."""
     return name in (TFDS_DATASET_INFO, TFDS_FEATURES) or name.endswith(TFDS_LABELS_SUFFIX)
 

@@ -1,0 +1,192 @@
+"""A conversion's lifecycle, in one place: the output checked and locked,
+the pipeline built and run, the run ended (staging folder removed, lock
+released) in one try/finally, and a failure told in one line.
+
+Who ends the run: the launcher, for a local run and for a job that was never
+submitted (a failure before submission, a dry run); the job's own Publish
+step (transforms/stages/publish.py) for a job the launcher handed to a remote
+runner, which goes on if the launcher stops watching.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import errno
+import json
+import os
+import re
+import sys
+import tempfile
+from typing import Optional
+
+from pipelines import output_guard, runtime
+from pipelines.config import ConvertConfig
+from pipelines.parse import UsageError
+from pipelines.report import ProgressLine, TracebackFilter
+from pipelines.stderr import workers_stderr_to_log
+from transforms.core import errors
+from transforms.stages.publish import TooManyRejects
+from transforms.storage import fsutil, layout, run_lock
+
+
+def check_output_path(output: str) -> None:
+    """Before the lock is taken (taking it creates the folder): --output is a
+    folder, or can be made, and we may write there. Local paths only; a
+    bucket's permissions show when the lock is written."""
+    if not fsutil.is_local(output):
+        return
+    path = os.path.abspath(output)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"--output {output!r} is a file, not a folder")
+    probe = path
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise UsageError(f"--output {output!r}: {probe!r} is a file, so no folder can be made inside it")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UsageError(f"--output {output!r}: no permission to write in {probe!r}")
+
+
+class Run:
+    """The locked run: `with locked(cfg, ...) as run: run.execute(...)`."""
+
+    def __init__(self, cfg: ConvertConfig):
+        self.cfg = cfg
+        self.handed_off = False  # a remote job was submitted: it ends the run itself
+        self.worker_pids: set = set()  # local runs: the processes that reported progress
+
+    def execute(self, options, runner, debug: bool = False) -> str:
+        """Builds and runs the pipeline: "dry_run", "submitted" or "done"."""
+        import apache_beam as beam
+        from apache_beam.options.pipeline_options import TestOptions, TypeOptions
+
+        from pipelines.pipeline import build_pipeline
+        cfg, local = self.cfg, runtime.is_local(options)
+        # Our transforms declare no element types; construction-time type inference would only cost time.
+        options.view_as(TypeOptions).pipeline_type_check = False
+        with tempfile.TemporaryDirectory(prefix="tfrecords-run-") as folder:
+            progress_dir = folder if cfg.output.progress else ""
+            p = beam.Pipeline(runner=runner, options=options)
+            build_pipeline(p, cfg, progress_dir)
+            progress = ProgressLine(progress_dir, options.view_as(_options()).progress,
+                                    cfg.inputs.root or cfg.inputs.table, cfg.images.reads.timeout)
+            try:
+                # Beam's own worker processes (when not forked from our zygote) start inside p.run().
+                with workers_stderr_to_log(not debug and local), progress, _filtered_stderr(not debug), \
+                        _error_notes(folder if local else ""):
+                    result = p.run()
+                    if options.view_as(TestOptions).dry_run:
+                        return "dry_run"
+                    if not local:
+                        self.handed_off = True
+                        if options.view_as(_options()).detach:
+                            return "submitted"
+                    result.wait_until_finish()
+            except BaseException as e:
+                raise _own_error(folder) or e
+            finally:
+                self.worker_pids = progress.worker_pids()
+        return "done"
+
+
+def _options():
+    from pipelines.options import ConvertOptions
+    return ConvertOptions
+
+
+@contextlib.contextmanager
+def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool):
+    """Checks the output, takes its lock, removes what earlier runs left;
+    on leaving, however it leaves, ends the run unless a remote job took it."""
+    out = cfg.output
+    # The friendly checks first: taking the lock creates the folder, and would
+    # fail with a raw OSError on a file or an unwritable place.
+    check_output_path(out.lock_dir)
+    check_output_path(out.output)
+    run_lock.acquire(out.lock_dir, out.run_id, ttl_hours, break_lock)
+    run = Run(cfg)
+    try:
+        try:
+            output_guard.check_output(out.output, cfg.inputs.root, out.overwrite)
+            output_guard.remove_leftover_staging(out.output, out.run_id)
+        except OSError as e:  # e.g. an output folder we may not list
+            raise UsageError(f"--output {out.output!r}: {e.strerror or e}") from None
+        yield run
+    finally:
+        if not run.handed_off:
+            fsutil.delete_tree(layout.staging_dir(out.output, out.run_id))
+            run_lock.release(out.lock_dir, out.run_id)
+
+
+@contextlib.contextmanager
+def _error_notes(folder: str):
+    """While the pipeline runs, our errors note their type in `folder`
+    (transforms/core/errors.py); the workers inherit the variable."""
+    if not folder:
+        yield
+        return
+    before = os.environ.get(errors.NOTES_ENV)
+    os.environ[errors.NOTES_ENV] = folder
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(errors.NOTES_ENV, None)
+        else:
+            os.environ[errors.NOTES_ENV] = before
+
+
+def _own_error(folder: str) -> Optional[errors.ConversionError]:
+    noted = errors.noted_errors(folder)
+    return noted[0] if noted else None
+
+
+@contextlib.contextmanager
+def _filtered_stderr(enabled: bool):
+    if not enabled:
+        yield
+        return
+    real, sys.stderr = sys.stderr, TracebackFilter(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stderr = real
+
+
+_OS_ERROR = re.compile(r"\[Errno (\d+)\] ([^\n\[]+?)(?:: '([^'\n]*)')?(?: \[while running|\n|$)")
+_LAST_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit)): (.+)$", re.M)
+
+
+def describe_failure(e: BaseException, output: str, run_id: str = "") -> str:
+    """One line for any failure of a run: ours by their message, an OS error
+    (disk full, permissions) by its cause and path, else the last error a
+    remote runner reported, without its traceback (--debug shows it)."""
+    own = errors.own_error(e)
+    if own is not None:
+        return str(own) + (_rejects_by_reason(output, run_id) if isinstance(own, TooManyRejects) else "")
+    if isinstance(e, KeyboardInterrupt):
+        return "interrupted; nothing was published"
+    text = f"{type(e).__name__}: {e}" if isinstance(e, OSError) else str(e)
+    m = _OS_ERROR.search(text)
+    if m:
+        code, what, path = int(m.group(1)), m.group(2).strip(), m.group(3)
+        where = f" ({path})" if path else ""
+        if output and code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            return (f"{what}{where} while writing --output {output}: free space (or raise the quota) on that "
+                    "device and rerun; nothing was published")
+        return f"{what}{where}; nothing was published"
+    found = _LAST_ERROR.findall(text)
+    lines = text.strip().splitlines()
+    detail = f"{found[-1][0]}: {found[-1][1]}" if found else lines[-1] if lines else type(e).__name__
+    return f"the run failed: {detail.split(' [while running')[0]} (rerun with --debug for the traceback)"
+
+
+def _rejects_by_reason(output: str, run_id: str) -> str:
+    """For a run refused for its rejects: the counts by reason, from the
+    rejects file the publish step wrote."""
+    try:
+        data = fsutil.read_bytes(fsutil.join(output, layout.failed_rejects_name(run_id)))
+        counts = collections.Counter(json.loads(line).get("reason", "?") for line in data.splitlines() if line.strip())
+    except Exception:  # the message stands without the counts
+        return ""
+    return "\nrejected by reason: " + ", ".join(f"{k} {v:,}" for k, v in counts.most_common())

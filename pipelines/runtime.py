@@ -1,0 +1,97 @@
+"""Where a conversion runs: the runner, the local workers, Beam's logs.
+
+With no --runner, or --runner DirectRunner, a local run uses Beam's FnApiRunner
+directly. Beam 2.77's DirectRunner would first try to download and start the
+Prism runner (offline it fails, then falls back), so a local run would behave
+differently online and offline. Local runs are multi-process on all cores
+unless told otherwise. Beam's multi_threading mode is refused: it silently
+lost records in our measurements.
+
+The local workers are forked from a warm zygote (pipelines/local_worker.py).
+That relies on behaviour of the FnApiRunner that Beam calls experimental: a
+given environment is honoured in `in_memory` mode while direct_num_workers
+still sets how many workers start. So it is used only with the Beam versions
+it was tested with (local_worker.TESTED_BEAM_VERSIONS); with any other, or
+with TFRECORDS_FORK_WORKERS=0, Beam starts its own worker processes, slower to
+start and otherwise the same (tests/test_runtime.py checks both use two).
+
+Importing this module does not import Beam: the zygote must start first.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+from pipelines import local_worker
+from pipelines.stderr import workers_stderr_to_log
+
+LOCAL_NAMES = {"", "directrunner", "direct", "fnapirunner", "switchingdirectrunner"}
+
+
+class RunnerError(ValueError):
+    pass
+
+
+def prestart(argv: list) -> None:
+    """Starts the workers' zygote, when the arguments say the run will be
+    local and multi-process, so that it imports while we import Beam."""
+    with workers_stderr_to_log("--debug" not in argv):
+        local_worker.prestart(argv)
+
+
+def stop() -> None:
+    local_worker.stop_zygote()
+
+
+def is_local(options) -> bool:
+    from apache_beam.options.pipeline_options import StandardOptions
+    return (options.view_as(StandardOptions).runner or "").lower() in LOCAL_NAMES
+
+
+def _given(argv: list, flag: str) -> bool:
+    return any(a == f"--{flag}" or a.startswith(f"--{flag}=") for a in argv)
+
+
+def choose_runner(options, argv: list, quiet: bool = True):
+    """A runner instance for local runs (options adjusted), else the runner name."""
+    from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
+    std = options.view_as(StandardOptions)
+    if not is_local(options):
+        return std.runner
+    direct = options.view_as(DirectOptions)
+    if direct.direct_running_mode == "multi_threading":
+        raise RunnerError("--direct_running_mode multi_threading is refused: it silently lost records in our "
+                          "runs; use multi_processing (the default) or in_memory")
+    workers = direct.direct_num_workers if _given(argv, "direct_num_workers") else 0
+    workers = workers or os.cpu_count() or 1  # 0 means all cores, as in Beam
+    if not _given(argv, "direct_running_mode"):
+        direct.direct_running_mode = "multi_processing" if workers > 1 else "in_memory"
+    if direct.direct_running_mode == "multi_processing" and workers == 1:
+        direct.direct_running_mode = "in_memory"  # one worker process only adds its start-up time
+    if direct.direct_running_mode == "in_memory":
+        workers = 1  # in_memory runs one bundle at a time; more "workers" would be threads
+    direct.direct_num_workers = workers
+    std.runner = None
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    if direct.direct_running_mode == "multi_processing" and local_worker.available():
+        from apache_beam.transforms import environments
+        with workers_stderr_to_log(quiet):  # the zygote starts here unless started already
+            local_worker.start_zygote()
+        direct.direct_running_mode = "in_memory"
+        return FnApiRunner(default_environment=environments.SubprocessSDKEnvironment.from_command_string(
+            local_worker.worker_command()))
+    return FnApiRunner()
+
+
+def quiet_beam_logs(debug: bool = False) -> None:
+    """Every failure reaches us as the exception of p.run(), which the
+    launcher turns into one line; Beam's own error logs of it are tracebacks.
+    --debug shows them."""
+    quiet = logging.ERROR if debug else logging.CRITICAL
+    if not debug:
+        logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
+    # Local workers relay their start-up chatter at WARNING; keep errors only.
+    logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(quiet)
+    logging.getLogger("apache_beam.options.pipeline_options").setLevel(quiet)
+    # We run subprocess workers in Beam's in_memory mode; its warning about that is moot.
+    logging.getLogger("apache_beam.runners.portability.fn_api_runner.fn_runner").setLevel(quiet)

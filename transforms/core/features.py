@@ -1,0 +1,118 @@
+"""The Example's features: one table, from which everything else is derived.
+
+Each row is one feature: its role (the short name used by --feature_keys'
+documentation and the manifest's `feature_roles`), its default key, its kind,
+which label kinds carry it, how its value is taken from a stored record, and
+the sentence the README's table shows. The Example values
+(`example_features`), the default keys (`DEFAULT_KEYS`), the manifest's
+schema (`feature_schema`), `schema.pbtxt` and tfx-bsl's decoder
+(`tfmd_schema`), the TFDS features and `verify`'s expectations all come from
+here; adding a feature is adding a row (and its test).
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple, Optional
+
+from transforms.core.example_codec import BYTES, FLOAT, INT64
+from transforms.core.records import Rec
+from transforms.core.specs import LabelType
+
+
+class Stored(NamedTuple):
+    """What a feature's value is taken from: the record and the bytes stored."""
+    rec: Rec
+    data: bytes
+    sha256_hex: str
+
+
+class Feature(NamedTuple):
+    role: str
+    key: str
+    kind: str                              # BYTES, INT64 or FLOAT (transforms/core/example_codec.py)
+    value: Callable[[Stored], list]
+    doc: str                               # the README's "value" column
+    labels: Optional[tuple] = None         # the label kinds that carry it; None: every record
+
+
+_CLASSES = (LabelType.CLASS, LabelType.INT)
+
+
+def _text(s: str) -> bytes:
+    return s.encode("utf-8")
+
+
+FEATURES = (
+    Feature("encoded", "image/encoded", BYTES, lambda s: [s.data],
+            "the original file bytes, unchanged (or re-encoded, see below)"),
+    Feature("format", "image/format", BYTES, lambda s: [_text(s.rec.fmt)],
+            "`jpeg` or `png`, sniffed from the bytes, not the extension"),
+    Feature("source_format", "image/source_format", BYTES, lambda s: [_text(s.rec.source_fmt or s.rec.fmt)],
+            "the input file's format before any re-encoding (`jpeg`, `png`, `gif`, `bmp`, `webp`, ...)"),
+    Feature("height", "image/height", INT64, lambda s: [s.rec.height],
+            "height in pixels, as `tf.io.decode_image(..., expand_animations=False)` returns it"),
+    Feature("width", "image/width", INT64, lambda s: [s.rec.width], "width in pixels, likewise"),
+    Feature("channels", "image/channels", INT64, lambda s: [s.rec.channels], "channels, likewise"),
+    Feature("colorspace", "image/colorspace", BYTES, lambda s: [_text(s.rec.colorspace)],
+            "`RGB`, `RGBA`, `Grayscale` or `GrayscaleAlpha`"),
+    Feature("label", "image/class/label", INT64, lambda s: [s.rec.label_id],
+            "class id (class and integer labels)", _CLASSES),
+    Feature("text", "image/class/text", BYTES, lambda s: [_text(s.rec.label_text)],
+            "the label as found (class and integer labels)", _CLASSES),
+    Feature("target", "image/target", FLOAT, lambda s: [s.rec.target],
+            "regression target (float labels)", (LabelType.FLOAT,)),
+    Feature("filename", "image/filename", BYTES, lambda s: [s.rec.rel.encode("utf-8", "surrogateescape")],
+            "path relative to the root"),
+    Feature("sha256", "image/key/sha256", BYTES, lambda s: [s.sha256_hex.encode()],
+            "hex sha256 of `image/encoded`"),
+)
+
+DEFAULT_KEYS = {f.role: f.key for f in FEATURES}   # role -> default key
+
+
+def features_for(label_kind) -> tuple:
+    """The rows every record carries for this label kind (LabelType or its value)."""
+    kind = LabelType(label_kind)
+    return tuple(f for f in FEATURES if f.labels is None or kind in f.labels)
+
+
+def _renamed(d: dict, keys: dict) -> dict:
+    if not keys:
+        return d
+    d = {keys.get(k, k): v for k, v in d.items()}
+    d.pop("", None)   # a key renamed to "" is left out
+    return d
+
+
+def example_features(rec: Rec, data: bytes, sha256_hex: str, label_kind, keys: dict) -> dict:
+    """{key: (kind, values)} of one record's Example, keyed by the (possibly
+    renamed) feature keys; then the table's extra columns."""
+    stored = Stored(rec, data, sha256_hex)
+    f = {ft.key: (ft.kind, ft.value(stored)) for ft in features_for(label_kind)}
+    for col, kind, values in rec.features:
+        f[col] = (kind, values)
+    return _renamed(f, keys)
+
+
+def feature_schema(label_kind, extra_kinds: tuple, keys: dict) -> dict:
+    """{feature key: kind} of every Example written, after renaming, sorted."""
+    schema = {f.key: f.kind for f in features_for(label_kind)}
+    schema.update(dict(extra_kinds))
+    return dict(sorted(_renamed(schema, keys).items()))
+
+
+def feature_roles(schema: dict, keys: dict) -> dict:
+    """{role: key as written} of the roles present in `schema` (the manifest's)."""
+    return {role: keys.get(key, key) for role, key in DEFAULT_KEYS.items() if keys.get(key, key) in schema}
+
+
+def tfmd_schema(features: dict, required: bool = True):
+    """The features as a tensorflow_metadata Schema proto: `schema.pbtxt` and
+    tfx-bsl's Example decoder (verify) are built from it."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    kinds = {BYTES: schema_pb2.BYTES, INT64: schema_pb2.INT, FLOAT: schema_pb2.FLOAT}
+    schema = schema_pb2.Schema()
+    for name, kind in features.items():
+        f = schema.feature.add(name=name, type=kinds[kind])
+        if required:
+            f.presence.min_fraction = 1.0
+    return schema

@@ -1,0 +1,1 @@
+"""The Beam stages: one composite transform per module, thin DoFns over transforms.core."""

@@ -1,0 +1,1 @@
+"""I/O helpers: local and gs:// files, bucket reads, listings, the output folder's layout."""

@@ -1,0 +1,114 @@
+"""The output's lock, whole: taken before a run starts, checked before each
+step that changes the output (fencing), released when the run ends.
+
+One owner releases it: the launcher for a local run (pipelines/lifecycle.py,
+in one try/finally), or, for a job the launcher does not wait for (Dataflow,
+templates), the job's Publish step, its last. A lock names its run, host, pid
+and expiry; a lock whose run is gone (its process on this machine is dead, or
+it expired) may be taken over.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import socket
+import sys
+
+from transforms.core.errors import ConversionError
+from transforms.storage import fsutil, layout
+
+
+class LockHeld(ConversionError):
+    """Another run holds the lock, or it cannot be taken."""
+
+
+class LockLost(ConversionError):
+    """This run no longer holds its lock: it must not change the output."""
+
+
+def _body(run_id: str, ttl_hours: float) -> bytes:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    expires = now + datetime.timedelta(hours=ttl_hours)
+    return json.dumps({"run_id": run_id, "host": socket.gethostname(), "pid": os.getpid(),
+                       "started": now.isoformat(timespec="seconds"),
+                       "expires": expires.isoformat(timespec="seconds")}).encode()
+
+
+def _held(folder: str):
+    try:
+        held = json.loads(fsutil.read_bytes(fsutil.join(folder, layout.LOCK)))
+    except Exception:  # missing or unreadable: treated as absent
+        return None
+    return held if isinstance(held, dict) else None
+
+
+def stale_reason(held: dict, now: datetime.datetime = None) -> str:
+    """Why a lock may be taken over ("" if it may not): it expired (a run that
+    died elsewhere, e.g. a failed Dataflow job), or its process on this machine
+    is dead (e.g. a killed local run)."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    try:
+        if datetime.datetime.fromisoformat(held["expires"]) < now:
+            return f"it expired at {held['expires']}"
+    except (KeyError, ValueError, TypeError):
+        pass
+    if held.get("host") != socket.gethostname():
+        return ""
+    try:
+        os.kill(int(held.get("pid", -1)), 0)
+    except ProcessLookupError:
+        return f"its process {held.get('pid')} on this machine is gone"
+    except (PermissionError, ValueError, TypeError):
+        return ""
+    return ""
+
+
+def acquire(folder: str, run_id: str, ttl_hours: float = 48.0, break_lock: bool = False) -> None:
+    lock = fsutil.join(folder, layout.LOCK)
+    for _ in range(2):
+        try:
+            fsutil.create_only(lock, _body(run_id, ttl_hours))
+            return
+        except fsutil.AlreadyExists:
+            held = _held(folder) or {}
+            why = "--break_lock was given" if break_lock else stale_reason(held)
+            if why:
+                print(f"taking over the lock of run {held.get('run_id', '?')} (host {held.get('host', '?')}): {why}",
+                      file=sys.stderr)
+                fsutil.delete([lock])
+                continue
+            raise LockHeld(
+                f"another conversion is writing --output {folder!r} (run {held.get('run_id', '?')} on host "
+                f"{held.get('host', '?')}, pid {held.get('pid', '?')}, started {held.get('started', '?')}, lock "
+                f"expires {held.get('expires', '?')}). If that run is gone, pass --break_lock (or delete {lock})"
+            ) from None
+        except OSError as e:  # e.g. read-only file system, no space left, permission denied
+            where = f": {e.filename}" if getattr(e, "filename", None) else ""
+            raise LockHeld(f"--output {folder!r}: cannot create the lock file ({e.strerror or e}{where})") from None
+    raise LockHeld(f"could not take the lock {lock}")
+
+
+def check(folder: str, run_id: str) -> None:
+    """Fencing: go on only while the lock still names this run. A run whose
+    lock was taken over (--break_lock, or it expired) must not write over the
+    output of the run that took it."""
+    held = _held(folder)
+    if held is not None and held.get("run_id") == run_id:
+        return
+    if held is not None:
+        who = (f"it now names run {held.get('run_id', '?')} on host {held.get('host', '?')}, started "
+               f"{held.get('started', '?')}")
+    else:
+        who = "it is gone"
+    raise LockLost(f"run {run_id} no longer holds the lock {fsutil.join(folder, layout.LOCK)} ({who}): it was "
+                   "taken over (--break_lock, or it expired after --lock_ttl_hours); nothing was published by "
+                   "this run")
+
+
+def release(folder: str, run_id: str) -> None:
+    """Removes the lock if it still names this run (a replay, or a second
+    release, finds it gone or another's and leaves it)."""
+    held = _held(folder)
+    if held is not None and held.get("run_id") == run_id:
+        fsutil.delete([fsutil.join(folder, layout.LOCK)])
