@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench install clean tools
 
 $(STAMP): setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +19,17 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m pipelines.demo
 
-test: $(STAMP)
+# Beyond pip: Debian's chromium, which tests/test_report_html.py opens report.html
+# in (headless). Installed when missing; CI runs as root with apt-get.
+tools:
+	command -v chromium >/dev/null || (apt-get update && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium)
+
+# The suite, then its multi-process runs again on Beam's own worker processes
+# (the fallback when the zygote is off or Beam's version untested: pipelines/runtime.py).
+test: $(STAMP) tools
 	$(PY) -m pytest -q tests
+	TFRECORDS_FORK_WORKERS=0 $(PY) -m pytest -q -m workers tests
 
 bench: $(STAMP)
 	$(PY) -m bench.run $(ARGS)

@@ -24,12 +24,21 @@ setup(
         "google-cloud-storage>=3.0,<4",
         "google-crc32c>=1.5",
         "pillow>=12,<13",
+        # --output_format array_record: ArrayRecord's writer (no wheels for Python 3.10;
+        # the writer imports it only when the format is asked for).
+        "array-record>=0.8.6,<0.9; python_version >= '3.11'",
+        # The perceptual hash's DCT and bit counts (transforms/core/quality.py); pinned in constraints.txt.
+        "numpy>=2.0,<3",
+        # The charts of report.html (Agg backend, no display needed).
+        "matplotlib>=3.10,<4",
     ],
     extras_require={
         # The readers the tests load outputs with: TFDS (builder_from_directory) and
         # the PyTorch `tfrecord` package's reader (it imports without torch).
         "test": ["pytest>=8", "gcp-storage-emulator>=2026.7", "hypothesis>=6.100",
-                 "tensorflow-datasets>=4.9.10,<4.10", "tfrecord>=1.14.6,<2"],
+                 "tensorflow-datasets>=4.9.10,<4.10", "tfrecord>=1.14.6,<2",
+                 # Grain reads the ArrayRecord shards (random access by index)
+                 "grain>=0.2.18,<0.3; python_version >= '3.11'"],
     },
     entry_points={"console_scripts": ["tfrecords=pipelines.cli:main"]},
 )

@@ -30,15 +30,17 @@ CLASSES = 1000
 SOURCES = 50
 
 
-def _sources(folder: str) -> list[str]:
+def _sources(folder: str, n: int) -> list[str]:
+    """SOURCES distinct tiny JPEGs, as files enough that no inode passes
+    ext4's 65,000 links (copy k holds the bytes of source k % SOURCES)."""
     import numpy as np
     from PIL import Image
     os.makedirs(folder, exist_ok=True)
     paths = []
-    for k in range(SOURCES):
+    for k in range(max(SOURCES, -(-n // 50_000) * SOURCES)):
         path = os.path.join(folder, f"src{k}.jpg")
         if not os.path.exists(path):
-            arr = (np.random.RandomState(k).rand(24, 32, 3) * 255).astype("uint8")
+            arr = (np.random.RandomState(k % SOURCES).rand(24, 32, 3) * 255).astype("uint8")
             buf = io.BytesIO()
             Image.fromarray(arr).save(buf, "JPEG", quality=90)
             with open(path, "wb") as f:
@@ -55,12 +57,12 @@ def ensure_tree(data_dir: str, n: int) -> str:
     if os.path.exists(done):
         return train
     shutil.rmtree(root, ignore_errors=True)
-    srcs = _sources(os.path.join(data_dir, "link-sources"))
+    srcs = _sources(os.path.join(root, "sources"), n)
     t = time.time()
     for c in range(CLASSES):
         os.makedirs(os.path.join(train, f"c{c:03d}"))
     for i in range(n):
-        os.link(srcs[i % SOURCES], os.path.join(train, f"c{i % CLASSES:03d}", f"i{i:07d}.jpg"))
+        os.link(srcs[i % len(srcs)], os.path.join(train, f"c{i % CLASSES:03d}", f"i{i:07d}.jpg"))
     open(done, "w").close()
     print(f"built {n:,} hard links in {time.time() - t:.0f} s", flush=True)
     return train

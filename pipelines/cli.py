@@ -1,4 +1,4 @@
-"""The `tfrecords` command: convert, verify, inspect, spec, demo."""
+"""The `tfrecords` command: convert, check, verify, inspect, report, spec, demo."""
 from __future__ import annotations
 
 import os
@@ -9,8 +9,10 @@ USAGE = """usage: tfrecords COMMAND [options]
 
 commands:
   convert   image folder tree or label table -> TFRecord shards (tfrecords convert --help)
+  check     pre-flight: list and validate like convert (same flags), write only report.html and check.json
   verify    re-read an output and check it against its manifest
   inspect   print the first records of an output, optionally save their images
+  report    rebuild an output's report.html (charts, thumbnails, rejects, duplicates)
   spec      print Python code that reads an output (tf.data, TFDS, PyTorch, DALI)
   demo      generate a sample dataset from the shipped photos, convert and verify it
 """
@@ -42,6 +44,14 @@ def main(argv=None) -> None:
         runtime.prestart(rest)  # the workers' zygote imports while we import Beam
         from pipelines.convert import run
         exit_now(run(rest, prog="tfrecords convert"))
+    if cmd == "check":
+        from pipelines import runtime
+        runtime.prestart(rest)
+        from pipelines.check import run as check
+        exit_now(check(rest))
+    if cmd == "report":
+        from pipelines.report_cmd import main as report
+        sys.exit(report(rest))
     if cmd == "verify":
         from pipelines.verify import main as verify
         sys.exit(verify(rest))

@@ -10,6 +10,7 @@ import enum
 from transforms.core.images import ImagePolicy
 from transforms.core.specs import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, InputKind, InputSpec,  # noqa: F401 (re-exported)
                                    LabelSource, LabelSpec, LabelType, OutputSpec, ShardSpec, SplitSource, SplitSpec)
+from transforms.core.specs import DuplicatePolicy, QualitySpec  # noqa: F401 (re-exported)
 from transforms.core.tfrecord_io import Compression  # noqa: F401 (re-exported)
 
 
@@ -22,6 +23,7 @@ class ConvertConfig:
     shards: ShardSpec
     output: OutputSpec
     max_reject_fraction: float = 1.0
+    quality: QualitySpec = QualitySpec()
 
     def describe(self) -> dict:
         """The settings as plain JSON values, for the manifest."""
@@ -35,7 +37,7 @@ class ConvertConfig:
                 return [plain(x) for x in items]
             return v
         d = plain(self)
-        for k in ("run_id", "progress", "previous_fingerprint", "job_ends_run"):
+        for k in ("run_id", "progress", "previous_fingerprint", "job_ends_run", "check_only"):
             d["output"].pop(k, None)
         return d
 

@@ -35,15 +35,15 @@ from transforms.storage import fsutil, layout, run_lock
 log = logging.getLogger("tfrecords.run")
 
 
-def run(argv: Optional[list] = None, prog: str = "python -m pipelines.convert") -> int:
+def run(argv: Optional[list] = None, prog: str = "python -m pipelines.convert", check_only: bool = False) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        return _run(argv, prog)
+        return _run(argv, prog, check_only)
     finally:
         runtime.stop()
 
 
-def _run(argv: list, prog: str) -> int:
+def _run(argv: list, prog: str, check_only: bool = False) -> int:
     debug = "--debug" in argv
     runtime.quiet_beam_logs(debug)
     if "-h" in argv or "--help" in argv:
@@ -54,7 +54,7 @@ def _run(argv: list, prog: str) -> int:
         return 0
     try:
         check_flags(argv)
-        options, cfg, runner = _configure(argv)
+        options, cfg, runner = _configure(argv, check_only)
     except (UsageError, FlagError, runtime.RunnerError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -79,6 +79,9 @@ def _run(argv: list, prog: str) -> int:
         print(f"error: {lifecycle.describe_failure(e, cfg.output.output, cfg.output.run_id)}", file=sys.stderr)
         return 1
     try:
+        if check_only and outcome != "dry_run":  # `tfrecords check`: pipelines/check.py
+            from pipelines.check import report_check
+            return report_check(options, cfg, outcome, time.time() - started)
         _report(options, cfg, runner, outcome, time.time() - started)
     except Exception as e:  # e.g. a manifest damaged after publishing
         if debug:
@@ -88,16 +91,21 @@ def _run(argv: list, prog: str) -> int:
     return 0
 
 
-def _configure(argv: list) -> tuple:
+def _configure(argv: list, check_only: bool = False) -> tuple:
     """(options, config, runner); raises UsageError before anything is
     submitted or locked."""
     options = PipelineOptions(argv)
     opts = options.view_as(ConvertOptions)
     run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:8]
     local = runtime.is_local(options)
+    if opts.spill == "on" and not local:
+        raise UsageError("--spill on is for local runs (the spill files must be on the workers' own disk); a "
+                         "remote runner uses its own shuffle: leave --spill at auto")
     cfg = build_config(opts, run_id, progress=local and opts.progress != "off")
     # A job handed to a remote runner goes on if the launcher stops watching: it ends the run itself.
     cfg = dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, job_ends_run=not local))
+    if check_only:  # validate and report, whether or not the inputs changed since LATEST (--versioned)
+        cfg = dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, check_only=True, republish=True))
     runner = runtime.choose_runner(options, argv, quiet=not opts.debug)
     return options, cfg, runner
 

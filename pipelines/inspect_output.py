@@ -9,21 +9,26 @@ import sys
 from typing import Optional
 
 from pipelines.verify import example_decoder
-from transforms.core.tfrecord_io import Compression, iter_records
+from transforms.core.specs import OutputFormat
+from transforms.core.tfrecord_io import Compression
 from transforms.storage import fsutil, layout
+from transforms.storage.array_record_io import records_of
 
 
 def first_records(output: str, m: dict, split: str, n: int) -> list[dict]:
     """The first n records of a split (in shard order) as {feature: values};
     `m` is the output's manifest."""
     compression = Compression(m.get("compression", "none"))
+    output_format = OutputFormat(m.get("output_format", "tfrecord"))
     decoder = example_decoder(m["features"])
     out: list = []
     for entry in m["splits"][split]["shards"]:
         if len(out) >= n:
             break
-        with fsutil.open_read(fsutil.join(output, entry["name"])) as f:
-            datas = [d for _, d in itertools.islice(iter_records(f, compression), n - len(out))]
+        path = fsutil.join(output, entry["name"])
+        with fsutil.open_read(path) as f:
+            records = records_of(f, path, output_format, compression, drain=False)
+            datas = [d for _, d in itertools.islice(records, n - len(out))]
         if datas:
             out += decoder.DecodeBatch(datas).to_pylist()
     return out

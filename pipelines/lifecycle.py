@@ -67,7 +67,7 @@ class Run:
         with tempfile.TemporaryDirectory(prefix="tfrecords-run-") as folder:
             progress_dir = folder if cfg.output.progress else ""
             p = beam.Pipeline(runner=runner, options=options)
-            build_pipeline(p, cfg, progress_dir)
+            build_pipeline(p, cfg, progress_dir, spill_dir(cfg, local, options.view_as(_options()).spill, folder))
             progress = ProgressLine(progress_dir, options.view_as(_options()).progress,
                                     cfg.inputs.root or cfg.inputs.table, cfg.images.reads.timeout)
             try:
@@ -87,6 +87,19 @@ class Run:
             finally:
                 self.worker_pids = progress.worker_pids()
         return "done"
+
+
+def spill_dir(cfg: ConvertConfig, local: bool, mode: str, scratch: str) -> str:
+    """A local run's spill folder: in the staging folder beside the output
+    (the disk the user chose for the data, removed with it), or in the
+    launcher's scratch folder when the output is a bucket; none for remote
+    runners (their shuffle does this) or with --spill off."""
+    if not local or mode == "off":
+        return ""
+    out = cfg.output
+    if fsutil.is_local(out.output):
+        return os.path.join(layout.staging_dir(out.output, out.run_id), "spill")
+    return os.path.join(scratch, "spill")
 
 
 def _options():

@@ -79,6 +79,10 @@ def add_convert_args(parser) -> None:
                         "the tree, else everything in 'train'), folders, column, a single split name, or ratios "
                         "'train=0.8,validation=0.2' (hash of the relative path, stable as the dataset grows)")
     g.add_argument("--split_salt", default="", help="Salt for ratio splits (change it to draw another split)")
+    g.add_argument("--stratify", action="store_true", default=False,
+                   help="With ratio splits: give each class the fractions exactly (each class's images in order "
+                        "of the path hash, cut at the fractions); an image may then change split when its class "
+                        "grows (near the cuts only), which plain ratio splits never do")
     g.add_argument("--seed", type=int, default=0, help="Seed of the deterministic shuffle within each split")
     g.add_argument("--num_shards", default="auto",
                    help="Shards per split: N >= 1 for every split, or 'train=16,validation=2'; "
@@ -108,6 +112,26 @@ def add_convert_args(parser) -> None:
                    help="keep: store JPEGs unchanged (TensorFlow ignores EXIF orientation, so a photo taken "
                         "sideways decodes sideways); apply: re-encode JPEGs whose EXIF orientation is not 1, "
                         "upright, with the recorded size after rotation")
+    g.add_argument("--resize_longest_side", type=int, default=None, metavar="N",
+                   help="Store images whose longer side exceeds N pixels resized so that it is N, aspect kept, "
+                        "re-encoded (never upscaled); image/original/height, width and sha256 trace each record "
+                        "to its file. Default: off")
+    g.add_argument("--resize_shorter_side", type=int, default=None, metavar="N",
+                   help="Likewise for the shorter side (ImageNet-style: shorter side to N); not with "
+                        "--resize_longest_side. Default: off")
+    g.add_argument("--resize_filter", type=str.lower, default=None,
+                   help="Resampling filter of --resize_*: lanczos (default), bicubic, hamming, bilinear, box, "
+                        "nearest")
+    g.add_argument("--resize_png", type=str.lower, default=None,
+                   help="A PNG that --resize_* re-encodes: keep (stays PNG, the default) or jpeg (stored as JPEG "
+                        "at --jpeg_quality when it has no alpha channel)")
+    g.add_argument("--resize_smart", type=str.lower, default=None,
+                   help="on (default): re-encode only images over the --resize_* bound and store the others "
+                        "byte-for-byte; off: re-encode every JPEG and PNG at --jpeg_quality, resizing those over it")
+    g.add_argument("--resize_draft", type=str.lower, default=None,
+                   help="on (default): decode a JPEG at a reduced scale in the DCT domain (1/2, 1/4, 1/8; never "
+                        "below twice the final size) before the final resize, several times faster; off: decode "
+                        "at full size")
     g.add_argument("--max_pixels", type=int, default=89_478_485,
                    help="Reject images whose header claims more pixels (decompression bombs) before decoding")
     g.add_argument("--max_file_bytes", type=int, default=1 << 30,
@@ -130,8 +154,28 @@ def add_convert_args(parser) -> None:
                    help="Rename Example keys: 'image/encoded=image_raw,image/class/label=label'; an empty new "
                         "name drops the feature")
 
+    g = parser.add_argument_group("data-quality checks (the manifest's quality section)")
+    g.add_argument("--quality", type=str.lower, default="on", choices=["on", "off"],
+                   help="off: no duplicate, near-duplicate, class-balance or size checks")
+    g.add_argument("--duplicates", type=str.lower, default="keep_all", choices=["keep_all", "keep_one", "reject"],
+                   help="Files with the same bytes (sha256): keep_all writes every copy and lists them; keep_one "
+                        "writes only the copy with the smallest relative path (the others count as not selected); "
+                        "reject writes that copy and rejects the others as duplicate_content. keep_one and reject "
+                        "find duplicates before shards are planned, so they read each image twice "
+                        "(--reads_per_image 2)")
+    g.add_argument("--near_duplicates", type=int, default=8,
+                   help="List image pairs whose perceptual hashes (64-bit DCT hash of the decode full validation "
+                        "does) differ in at most this many bits: re-encoded, resized or recompressed copies; "
+                        "0: off. Needs --validate full")
+    g.add_argument("--min_class_count", type=int, default=1,
+                   help="List the classes with fewer records than this in a split (0 in a split counts)")
+
     g = parser.add_argument_group("output")
     g.add_argument("--output", default="", help="Output folder (local or gs://) for shards and manifest")
+    g.add_argument("--output_format", type=str.lower, default="tfrecord", choices=["tfrecord", "array_record"],
+                   help="Shard file format: tfrecord (tf.data, TFDS, DALI, PyTorch) or array_record (random access "
+                        "by record index, for Grain's global shuffle and TFDS's as_data_source; uncompressed, one "
+                        "record per chunk); the same Examples either way. Not --output_formats (image formats)")
     g.add_argument("--index_files", action="store_true", default=False,
                    help="Also write an index per shard, <shard>.idx (one line '<byte offset> <record length>' per "
                         "record, as DALI's tfrecord2idx writes it), for NVIDIA DALI's readers.tfrecord and the "
@@ -158,6 +202,10 @@ def add_convert_args(parser) -> None:
     g.add_argument("--detach", action="store_true", default=False,
                    help="With a remote runner (Dataflow): return once the job is submitted instead of waiting for "
                         "it; the job's last step publishes the output and releases the lock")
+    g.add_argument("--spill", type=str.lower, default="auto", choices=["auto", "on", "off"],
+                   help="Where a local run's record metadata waits between stages: in spill files on local disk "
+                        "(auto: every local run; memory stays flat however many images) or in the runner's "
+                        "memory (off: about 1.5 KB per image). Remote runners use their own shuffle")
     g.add_argument("--progress", type=str.lower, default="auto", choices=["auto", "on", "off"],
                    help="Progress line during a local run (auto: on when stderr is a terminal, else a line every "
                         "10 s)")

@@ -15,12 +15,14 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import versions
-from pipelines.config import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, ConvertConfig, InputKind, InputSpec, LabelSource,
-                              LabelSpec, LabelType, OutputSpec, ShardSpec, SplitSource, SplitSpec)
+from pipelines.config import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, ConvertConfig, DuplicatePolicy, InputKind, InputSpec,
+                              LabelSource, LabelSpec, LabelType, OutputSpec, QualitySpec, ShardSpec, SplitSource,
+                              SplitSpec)
 from transforms.core import labels, tables
 from transforms.core.features import DEFAULT_KEYS
 from transforms.core.images import STORABLE_FORMATS, ImagePolicy, Validation
-from transforms.core.specs import ReadPolicy
+from transforms.core.resize import FILTERS, PngPolicy, ResizeMode, ResizePolicy
+from transforms.core.specs import OutputFormat, ReadPolicy
 from transforms.core.tfrecord_io import Compression
 from transforms.storage import fsutil
 
@@ -173,11 +175,36 @@ def build_config(o, run_id: str, progress: bool = False) -> ConvertConfig:
         raise UsageError("--version and --republish_unchanged need --versioned")
     keys = _feature_keys(o.feature_keys, inputs.extra_columns)
     shards = _shard_spec(o)
+    quality = _quality_spec(o)
+    split = _stratify(o, split)
+    images = _image_policy(o, _read_once(o.reads_per_image, inputs, shards, quality))
+    images = dataclasses.replace(images, perceptual_hash=quality.enabled and quality.max_distance > 0
+                                 and images.validation is Validation.FULL)
     return ConvertConfig(
         inputs=inputs, labels=_label_spec(o, label_from, inputs, previous), splits=split,
-        images=_image_policy(o, _read_once(o.reads_per_image, inputs, shards)), shards=shards,
+        images=images, shards=shards,
         output=_output_spec(o, run_id, keys, progress, previous_version, previous),
-        max_reject_fraction=_fraction(o.max_reject_fraction))
+        max_reject_fraction=_fraction(o.max_reject_fraction), quality=quality)
+
+
+def _quality_spec(o) -> QualitySpec:
+    if not 0 <= o.near_duplicates <= 32:
+        raise UsageError(f"--near_duplicates {o.near_duplicates}: a Hamming distance 0..32 between 64-bit hashes "
+                         "(0: off; distinct photos are ~32 apart)")
+    if o.min_class_count < 0:
+        raise UsageError(f"--min_class_count {o.min_class_count} must be >= 0")
+    enabled = o.quality == "on"
+    if not enabled and o.duplicates != "keep_all":
+        raise UsageError(f"--duplicates {o.duplicates} needs the quality checks: drop --quality off")
+    return QualitySpec(enabled=enabled, duplicates=DuplicatePolicy(o.duplicates), max_distance=o.near_duplicates,
+                       min_class_count=o.min_class_count)
+
+
+def _stratify(o, split: SplitSpec) -> SplitSpec:
+    if o.stratify and split.source is not SplitSource.RATIOS:
+        raise UsageError(f"--stratify needs ratio splits (--split train=0.8,validation=0.2), not --split {o.split}")
+    return dataclasses.replace(split, salt=o.split_salt, stratify=o.stratify) if split.source is SplitSource.RATIOS \
+        else split
 
 
 def _folder_input(o) -> tuple[InputSpec, SplitSpec, str]:
@@ -309,10 +336,16 @@ def _label_spec(o, label_from: str, inputs: InputSpec, previous: Optional[dict] 
                      extend_map=o.extend_label_map, offset=o.label_offset, split_folders=inputs.split_folders)
 
 
-def _read_once(choice: str, inputs: InputSpec, shards: ShardSpec) -> bool:
+def _read_once(choice: str, inputs: InputSpec, shards: ShardSpec, quality: QualitySpec = QualitySpec()) -> bool:
     """Whether each image is read once (validated as it is written). Planning
     shards before validation needs every file's size (a folder listing gives
-    them, a table does not) or a --num_shards for every split."""
+    them, a table does not) or a --num_shards for every split; dropping
+    duplicates needs their content before planning."""
+    if quality.dedup_before_writing:
+        if choice == "1":
+            raise UsageError(f"--duplicates {quality.duplicates.value} finds duplicates before shards are planned, "
+                             "which reads each image twice: use --reads_per_image 2 (or auto)")
+        return False
     if choice != "auto":
         return choice == "1"
     return inputs.kind is InputKind.FOLDER or "*" in dict(shards.num_shards)
@@ -338,7 +371,33 @@ def _image_policy(o, read_once: bool = True) -> ImagePolicy:
     return ImagePolicy(validation=Validation(o.validate), output_formats=formats,
                        reencode="" if o.reencode == "off" else o.reencode,
                        max_pixels=o.max_pixels, jpeg_quality=o.jpeg_quality,
-                       apply_orientation=o.exif_orientation == "apply", reads=reads)
+                       apply_orientation=o.exif_orientation == "apply", reads=reads, resize=_resize_policy(o))
+
+
+def _resize_policy(o) -> ResizePolicy:
+    """--resize_*: a bound, and how to meet it; the other flags need a bound."""
+    longest, shorter = o.resize_longest_side, o.resize_shorter_side
+    for flag, v in (("resize_longest_side", longest), ("resize_shorter_side", shorter)):
+        if v is not None and v < 1:
+            raise UsageError(f"--{flag} {v} must be a positive number of pixels")
+    if longest is not None and shorter is not None:
+        raise UsageError("--resize_longest_side and --resize_shorter_side exclude each other: give one bound")
+    how = {"resize_filter": o.resize_filter, "resize_png": o.resize_png, "resize_smart": o.resize_smart,
+           "resize_draft": o.resize_draft}
+    if longest is None and shorter is None:
+        given = [f"--{k}" for k, v in how.items() if v is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)} need a bound: --resize_longest_side N or --resize_shorter_side N")
+        return ResizePolicy()
+    allowed = {"resize_filter": tuple(FILTERS), "resize_png": tuple(p.value for p in PngPolicy),
+               "resize_smart": ("on", "off"), "resize_draft": ("on", "off")}
+    for k, v in how.items():
+        if v is not None and v not in allowed[k]:
+            raise UsageError(f"--{k} {v!r}: allowed are {', '.join(allowed[k])}")
+    return ResizePolicy(mode=ResizeMode.LONGEST if longest is not None else ResizeMode.SHORTER,
+                        size=longest if longest is not None else shorter, filter=o.resize_filter or "lanczos",
+                        png=PngPolicy(o.resize_png or "keep"), smart=o.resize_smart != "off",
+                        draft=o.resize_draft != "off")
 
 
 def _shard_spec(o) -> ShardSpec:
@@ -353,9 +412,16 @@ def _shard_spec(o) -> ShardSpec:
                          "offsets into the file as stored, which a reader cannot seek to inside a compressed "
                          "stream (DALI and the PyTorch tfrecord package read indexes of uncompressed shards only); "
                          "use --compression none")
+    if o.output_format == OutputFormat.ARRAY_RECORD and (o.compression != "none" or o.index_files):
+        flag = f"--compression {o.compression}" if o.compression != "none" else "--index_files"
+        raise UsageError(f"{flag} cannot be used with --output_format array_record: ArrayRecord shards are written "
+                         "uncompressed (JPEG and PNG bytes do not compress) and locate their records themselves "
+                         "(random access by index, no .idx file needed); use --output_format tfrecord for "
+                         f"{flag}")
     return ShardSpec(num_shards=parse_num_shards(o.num_shards), shard_bytes=parse_size(o.shard_size),
                      multiple=o.shard_multiple, compression=Compression(o.compression), seed=o.seed,
-                     max_per_split=o.max_examples_per_split, index_files=o.index_files)
+                     max_per_split=o.max_examples_per_split, index_files=o.index_files,
+                     output_format=OutputFormat(o.output_format))
 
 
 def _feature_keys(text: str, extra_columns: tuple) -> tuple:

@@ -15,56 +15,100 @@ from pipelines import __version__
 from pipelines.config import ConvertConfig
 from transforms.core import fingerprint
 from transforms.core.fingerprint import FINGERPRINT
-from transforms.core.specs import RECORDS, REJECTS, STATS, PublishSpec
+from transforms.core.images import Validation
+from transforms.core.specs import QUALITY, RECORDS, REJECTS, STATS, PublishSpec
 from transforms.stages.assign_labels import AssignLabels
+from transforms.stages.check_quality import CheckQuality
+from transforms.stages.drop_duplicates import DropDuplicates
 from transforms.stages.list_inputs import ListInputs
 from transforms.stages.plan_shards import PlanShards
 from transforms.stages.publish import Publish
 from transforms.stages.split import Split
 from transforms.stages.validate_images import ValidateImages
 from transforms.stages.write_shards import WriteShards
-from transforms.storage import layout
+from transforms.storage import layout, spill
 
 
-def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "") -> None:
+def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "", spill_dir: str = "") -> None:
+    """`spill_dir`: a local run's folder where record batches wait at the
+    barriers instead of in the runner (transforms/storage/spill.py)."""
     out = cfg.output
     staging = layout.staging_dir(out.output, out.run_id)
-    listed = p | "ListInputs" >> ListInputs(cfg.inputs)
+    listed = p | "ListInputs" >> ListInputs(cfg.inputs, spill_dir)
     # [Rec(rel, path, size, raw label/split/extras)] batches; fingerprint: per-unit digests
-    labeled = listed[RECORDS] | "AssignLabels" >> AssignLabels(cfg.labels, cfg.inputs.extra_columns)
+    listing = _spilled(listed[RECORDS], "SpillListing", spill_dir)
+    labeled = listing | "AssignLabels" >> AssignLabels(cfg.labels, cfg.inputs.extra_columns)
     # [Rec + label_id | target, typed extras]; label_map: singleton LabelMap
-    split = labeled[RECORDS] | "Split" >> Split(cfg.splits, cfg.shards.seed, cfg.shards.max_per_split)
+    split = labeled[RECORDS] | "Split" >> Split(cfg.splits, cfg.shards.seed, cfg.shards.max_per_split, spill_dir)
     # [Rec + split, shuffle key]
     options_digest = fingerprint.options_digest(cfg.fingerprint_options())
     fp = listed[FINGERPRINT] | "Fingerprint" >> RunFingerprint(options_digest, labeled["label_map"])
     # singleton: sha256 of the listing, the options and the label map
     records = split[RECORDS]
     if out.previous_fingerprint and not out.republish:
-        records = records | "SkipIfUnchanged" >> beam.FlatMap(
+        records = _spilled(records, "SpillSplit", spill_dir) | "SkipIfUnchanged" >> beam.FlatMap(
             lambda b, run_fp: [] if fingerprint.unchanged(run_fp, out.previous_fingerprint) else [b],
             beam.pvalue.AsSingleton(fp))
-    read_once = cfg.images.reads.once
+    read_once = cfg.images.reads.once and not out.check_only  # a check validates first, like two reads
     valid_rejects = None
     if not read_once:  # two reads per image: validate, plan from the valid ones, read again to write
-        valid = records | "ValidateImages" >> ValidateImages(cfg.images, progress_dir)
+        valid = records | "ValidateImages" >> ValidateImages(cfg.images, progress_dir, spill_dir,
+                                                             digest=cfg.quality.dedup_before_writing
+                                                             or (out.check_only and cfg.quality.enabled))
         # [Rec + size, format, height, width, channels, crc]
         records, valid_rejects = valid[RECORDS], valid[REJECTS]
-    planned = records | "PlanShards" >> PlanShards(cfg.shards)
+    dedup = {}
+    if cfg.quality.dedup_before_writing:  # --duplicates keep_one|reject (two reads: parse.py)
+        dedup = records | "DropDuplicates" >> DropDuplicates(cfg.quality.duplicates, spill_dir)
+        # [Rec], one per content; rejects (duplicate_content); stats (not_selected); groups; removed
+        records = dedup[RECORDS]
+    if out.check_only:  # `tfrecords check`: report.html and check.json, no shards, no manifest (pipelines/check.py)
+        from pipelines.check import CheckReport
+        pcs = {"rejects": (listed.get(REJECTS), labeled[REJECTS], split[REJECTS], valid_rejects, dedup.get(REJECTS)),
+               "stats": (listed[STATS], split.get(STATS), dedup.get(STATS))}
+        inputs = {k: [pc for pc in v if pc is not None] | f"Check{k.title()}" >> beam.Flatten() for k, v in pcs.items()}
+        inputs.update(records=records, label_map=labeled["label_map"], **{k: dedup[k] for k in ("groups", "removed")
+                                                                          if dedup})
+        inputs | "CheckReport" >> CheckReport(cfg, why_not_near(cfg), __version__)
+        return
+    planned = records | "PlanShards" >> PlanShards(cfg.shards, spill_dir)
     # ((split, index, num_shards), [[(position, Rec)]]); plans: singleton {split: SplitPlan}
     written = planned["shards"] | "WriteShards" >> WriteShards(
         staging, cfg.shards.compression, cfg.images, dict(out.feature_keys), labeled["label_map"], progress_dir,
-        validate=read_once, index_files=cfg.shards.index_files)
+        validate=read_once, index_files=cfg.shards.index_files, output_format=cfg.shards.output_format,
+        quality_rows=cfg.quality.enabled)
     # ShardResult(name, temp path, records, bytes, crc32c); rejects (validation's, with one read)
-    rejects = ([pc for pc in (listed.get(REJECTS), labeled[REJECTS], split[REJECTS], valid_rejects,
-                              written[REJECTS]) if pc is not None]
+    rejects = ([_spilled(pc, f"SpillRejects{i}", spill_dir)
+                for i, pc in enumerate((listed.get(REJECTS), labeled[REJECTS], split[REJECTS], valid_rejects,
+                                        written[REJECTS], dedup.get(REJECTS))) if pc is not None]
                | "AllRejects" >> beam.Flatten())
-    stats = [pc for pc in (listed[STATS], split.get(STATS)) if pc is not None] | "AllStats" >> beam.Flatten()
+    stats = ([pc for pc in (listed[STATS], split.get(STATS), dedup.get(STATS)) if pc is not None]
+             | "AllStats" >> beam.Flatten())
     spec = PublishSpec(out, staging, cfg.shards.compression, cfg.describe(), options_digest, __version__,
                        cfg.max_reject_fraction)
-    ({"shards": written["shards"], "rejects": rejects, "stats": stats,
-      "label_map": labeled["label_map"], "plans": planned["plans"], "fingerprint": fp}
-     | "Publish" >> Publish(spec))
+    results = {"shards": written["shards"], "rejects": rejects, "stats": stats,
+               "label_map": labeled["label_map"], "plans": planned["plans"], "fingerprint": fp}
+    if cfg.quality.enabled:
+        checks = {"rows": written[QUALITY], **{k: dedup[k] for k in ("groups", "removed") if dedup}}
+        results["quality"] = checks | "CheckQuality" >> CheckQuality(cfg.quality, labeled["label_map"],
+                                                                     why_not_near(cfg), spill_dir)
+        # singleton: the manifest's "quality" section
+    results | "Publish" >> Publish(spec)
     # manifest.json, written last
+
+
+def _spilled(batches, label: str, spill_dir: str):
+    """The batches as spill references where a barrier follows (local runs)."""
+    return batches | label >> beam.Map(spill.spill, spill_dir) if spill_dir else batches
+
+
+def why_not_near(cfg: ConvertConfig) -> str:
+    """Why near duplicates are not looked for ("" when they are)."""
+    if not cfg.quality.max_distance:
+        return "turned off (--near_duplicates 0)"
+    if cfg.images.validation is not Validation.FULL:
+        return "images are not decoded with --validate header; the perceptual hash needs full validation"
+    return ""
 
 
 class RunFingerprint(beam.PTransform):

@@ -24,9 +24,10 @@ import google_crc32c
 
 from pipelines.report import human_bytes, plural
 from transforms.core.features import tfmd_schema
-from transforms.core.specs import LabelType
-from transforms.core.tfrecord_io import Compression, RecordError, crc32c_text, iter_records
+from transforms.core.specs import LabelType, OutputFormat
+from transforms.core.tfrecord_io import Compression, RecordError, crc32c_text
 from transforms.storage import fsutil, layout
+from transforms.storage.array_record_io import records_of
 
 _BATCH = 256
 
@@ -112,7 +113,7 @@ def _check_batch(decoder, batch: list, name: str, checks: _Checks, report: Repor
             try:
                 decoder.DecodeBatch([data])
             except Exception as e:
-                report.errors.append(f"{name}: record {index} at byte offset {offset} is not a valid "
+                report.errors.append(f"{_where(name, index, offset)} is not a valid "
                                      f"tf.train.Example with the manifest's features: {e}")
                 return
         return
@@ -123,7 +124,7 @@ def _check_batch(decoder, batch: list, name: str, checks: _Checks, report: Repor
     counts = checks.label_counts.setdefault(checks.split, collections.Counter())
     ids = checks.ids
     for j, (index, offset, _) in enumerate(batch):
-        where = f"{name}: record {index} at byte offset {offset}"
+        where = _where(name, index, offset)
         img = _first(col["encoded"], j)
         if checks.deep and col["encoded"] is not None and col["sha256"] is not None:
             want = _first(col["sha256"], j)
@@ -150,6 +151,11 @@ def _check_batch(decoder, batch: list, name: str, checks: _Checks, report: Repor
             problem = _decode_problem(img, [_first(col[k], j) for k in ("height", "width", "channels")])
             if problem:
                 report.errors.append(f"{where}: {problem}")
+
+
+def _where(name: str, index: int, offset: Optional[int]) -> str:
+    """A record's place; ArrayRecord shards have no byte offsets to give (None)."""
+    return f"{name}: record {index}" + (f" at byte offset {offset}" if offset is not None else "")
 
 
 def _label_matches(checks: _Checks, label: int, text: Optional[bytes]) -> bool:
@@ -201,7 +207,7 @@ def _check_label_counts(m: dict, checks: _Checks, report: Report) -> None:
 
 
 def verify_shard(output: str, entry: dict, compression: Compression, decoder, checks: _Checks,
-                 report: Report) -> None:
+                 report: Report, output_format: OutputFormat = OutputFormat.TFRECORD) -> None:
     name = entry["name"]
     path = fsutil.join(output, name)
     count = 0
@@ -210,7 +216,7 @@ def verify_shard(output: str, entry: dict, compression: Compression, decoder, ch
         f = _Hashing(raw, sha256="crc32c" not in entry)
         batch: list = []
         try:
-            for offset, data in iter_records(f, compression):
+            for offset, data in records_of(f, path, output_format, compression):
                 framing.append((offset, 12 + len(data) + 4))
                 batch.append((count, offset, data))
                 count += 1
@@ -297,6 +303,11 @@ def verify_output(output: str, deep: bool = True, log=None, decode: bool = False
     except ValueError:
         report.errors.append(f"{layout.MANIFEST}: unknown compression {m.get('compression')!r}")
         return report
+    try:
+        output_format = OutputFormat(m.get("output_format", "tfrecord"))
+    except ValueError:
+        report.errors.append(f"{layout.MANIFEST}: unknown output_format {m.get('output_format')!r}")
+        return report
     decoder = example_decoder(m["features"])
     lm = m.get("label_map", {})
     offset = lm.get("offset", 0)
@@ -306,7 +317,7 @@ def verify_output(output: str, deep: bool = True, log=None, decode: bool = False
         checks.split = split
         for e in s["shards"]:
             if e["name"] in present:
-                verify_shard(output, e, compression, decoder, checks, report)
+                verify_shard(output, e, compression, decoder, checks, report, output_format)
                 if log:
                     log(f"  {e['name']}: {e['records']:,} records, {human_bytes(e['bytes'])}")
     _check_label_counts(m, checks, report)

@@ -21,6 +21,21 @@ if ROOT not in sys.path:
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Marks `workers` the tests that run worker processes (a multi-process
+    local run): `make test` runs them a second time with the workers' zygote
+    off, as Beam's own worker processes (pipelines/runtime.py)."""
+    import inspect
+    for item in items:
+        fn = getattr(item, "function", None)
+        try:
+            src = inspect.getsource(fn) if fn else ""
+        except (OSError, TypeError):
+            src = ""
+        if "in_memory=False" in src or "direct_num_workers" in src:
+            item.add_marker(pytest.mark.workers)
+
+
 def image_bytes(w: int = 24, h: int = 16, fmt: str = "JPEG", mode: str = "RGB", seed: int = 0, **save) -> bytes:
     """A small noisy image of the given size, mode and format."""
     rng = np.random.RandomState(seed)

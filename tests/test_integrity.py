@@ -198,12 +198,12 @@ def test_lock_taken_over_publishes_nothing(tree, tmp_path, monkeypatch, capsys, 
     real = publish_mod.publish
     taken = str(tmp_path / "taken.json")  # Beam pickles the step (and this closure): state goes by file
 
-    def publish_after_takeover(**kw):
+    def publish_after_takeover(*a, **kw):
         b_args = ["--input", images, "--output", out, "--num_shards", "2"]
         b = _convert_in_subprocess(*b_args, *(["--break_lock"] if how == "break_lock" else []))
         with open(taken, "w") as f:
             json.dump({"code": b.returncode, "err": b.stderr, "files": _snapshot(out)}, f)
-        return real(**kw)
+        return real(*a, **kw)
     monkeypatch.setattr(publish_mod, "publish", publish_after_takeover)
     ttl = ["--lock_ttl_hours", "0.0001"] if how == "expired" else []  # 0.36 s
     assert convert("--input", images, "--output", out, "--num_shards", "1", *ttl) == 1
@@ -227,9 +227,9 @@ def test_lock_deleted_by_hand_publishes_nothing(tree, tmp_path, monkeypatch, cap
     out = str(tmp_path / "out")
     real = publish_mod.publish
 
-    def publish_after_rm(**kw):
+    def publish_after_rm(*a, **kw):
         os.remove(os.path.join(out, ".tfrecords.lock"))
-        return real(**kw)
+        return real(*a, **kw)
     monkeypatch.setattr(publish_mod, "publish", publish_after_rm)
     assert convert("--input", images, "--output", out) == 1
     err = capsys.readouterr().err

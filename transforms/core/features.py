@@ -32,6 +32,7 @@ class Feature(NamedTuple):
     value: Callable[[Stored], list]
     doc: str                               # the README's "value" column
     labels: Optional[tuple] = None         # the label kinds that carry it; None: every record
+    resized_only: bool = False             # carried only when --resize_* is on
 
 
 _CLASSES = (LabelType.CLASS, LabelType.INT)
@@ -64,15 +65,22 @@ FEATURES = (
             "path relative to the root"),
     Feature("sha256", "image/key/sha256", BYTES, lambda s: [s.sha256_hex.encode()],
             "hex sha256 of `image/encoded`"),
+    Feature("original_height", "image/original/height", INT64, lambda s: [s.rec.orig_height or s.rec.height],
+            "with `--resize_*` only: the input file's height before resizing, as decoded", resized_only=True),
+    Feature("original_width", "image/original/width", INT64, lambda s: [s.rec.orig_width or s.rec.width],
+            "with `--resize_*` only: the input file's width, likewise", resized_only=True),
+    Feature("original_sha256", "image/original/sha256", BYTES, lambda s: [(s.rec.orig_sha256 or s.sha256_hex).encode()],
+            "with `--resize_*` only: hex sha256 of the input file's bytes", resized_only=True),
 )
 
 DEFAULT_KEYS = {f.role: f.key for f in FEATURES}   # role -> default key
 
 
-def features_for(label_kind) -> tuple:
-    """The rows every record carries for this label kind (LabelType or its value)."""
+def features_for(label_kind, resized: bool = False) -> tuple:
+    """The rows every record carries for this label kind (LabelType or its
+    value); `resized`: the run resizes (--resize_*)."""
     kind = LabelType(label_kind)
-    return tuple(f for f in FEATURES if f.labels is None or kind in f.labels)
+    return tuple(f for f in FEATURES if (f.labels is None or kind in f.labels) and (resized or not f.resized_only))
 
 
 def _renamed(d: dict, keys: dict) -> dict:
@@ -83,19 +91,20 @@ def _renamed(d: dict, keys: dict) -> dict:
     return d
 
 
-def example_features(rec: Rec, data: bytes, sha256_hex: str, label_kind, keys: dict) -> dict:
+def example_features(rec: Rec, data: bytes, sha256_hex: str, label_kind, keys: dict,
+                     resized: bool = False) -> dict:
     """{key: (kind, values)} of one record's Example, keyed by the (possibly
     renamed) feature keys; then the table's extra columns."""
     stored = Stored(rec, data, sha256_hex)
-    f = {ft.key: (ft.kind, ft.value(stored)) for ft in features_for(label_kind)}
+    f = {ft.key: (ft.kind, ft.value(stored)) for ft in features_for(label_kind, resized)}
     for col, kind, values in rec.features:
         f[col] = (kind, values)
     return _renamed(f, keys)
 
 
-def feature_schema(label_kind, extra_kinds: tuple, keys: dict) -> dict:
+def feature_schema(label_kind, extra_kinds: tuple, keys: dict, resized: bool = False) -> dict:
     """{feature key: kind} of every Example written, after renaming, sorted."""
-    schema = {f.key: f.kind for f in features_for(label_kind)}
+    schema = {f.key: f.kind for f in features_for(label_kind, resized)}
     schema.update(dict(extra_kinds))
     return dict(sorted(_renamed(schema, keys).items()))
 

@@ -28,6 +28,8 @@ from typing import NamedTuple, Optional, Union
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from transforms.core import resize
+from transforms.core.quality import perceptual_hash
 from transforms.core.records import Reason, Rec, Reject, fingerprint, reject
 from transforms.core.specs import ReadPolicy
 
@@ -55,7 +57,9 @@ class ImagePolicy:
     jpeg_quality: int = 95
     background: tuple = (255, 255, 255)
     apply_orientation: bool = False  # re-encode JPEGs whose EXIF orientation is not 1, upright
+    perceptual_hash: bool = False    # hash the decoded image for near-duplicate checks (full validation)
     reads: ReadPolicy = ReadPolicy()  # how input files are read (reads in flight, deadline, size cap)
+    resize: resize.ResizePolicy = resize.ResizePolicy()  # --resize_*: bound the stored size
 
 
 class ImageInfo(NamedTuple):
@@ -66,6 +70,9 @@ class ImageInfo(NamedTuple):
     colorspace: str
     source_fmt: str   # format of the file as found
     reencode_to: str = ""  # "jpeg"/"png" when the stored bytes are a re-encoding
+    phash: int = -1        # quality.perceptual_hash of the decode (-1: not decoded, or not asked)
+    orig_height: int = 0   # the input file's size as decoded (0: the stored size)
+    orig_width: int = 0
 
 
 class BadImage(Exception):
@@ -274,8 +281,10 @@ def _decode(im: Image.Image, fmt: str, reduced: bool = True) -> None:
         raise BadImage(reason, f"{fmt} does not decode: {msg}") from None
 
 
-def probe_image(data: bytes, policy: ImagePolicy) -> ImageInfo:
-    """Checks one file's bytes and returns what will be stored, or raises BadImage."""
+def probe_image(data: bytes, policy: ImagePolicy, decode_later: bool = False) -> ImageInfo:
+    """Checks one file's bytes and returns what will be stored, or raises BadImage.
+    `decode_later`: an image to resize is decoded whole by its re-encoding
+    right after (one read per image), which is its validation."""
     if not data:
         raise BadImage(Reason.EMPTY, "the file has zero bytes")
     fmt = sniff_format(data)
@@ -301,11 +310,34 @@ def probe_image(data: bytes, policy: ImagePolicy) -> ImageInfo:
             raise BadImage(Reason.TRUNCATED, "JPEG stream ends before its end-of-image marker")
     elif fmt == JPEG and not jpeg_has_eoi(data, head.body):
         raise BadImage(Reason.TRUNCATED, "JPEG stream ends before its end-of-image marker")
+    planned = resize.plan(fmt, head.width, head.height, head.channels, policy.resize)
+    if planned is not None:
+        return _resize_info(data, fmt, head, planned, policy, decode_later)
     if policy.apply_orientation and fmt == JPEG and _orientation(data) != 1:
         return _reencoded_info(_open(data, fmt), fmt, JPEG, policy)
+    phash = -1
     if policy.validation is Validation.FULL:
-        _decode(_open(data, fmt), fmt)
-    return ImageInfo(fmt, head.height, head.width, head.channels, _COLORSPACE[head.channels], fmt)
+        im = _open(data, fmt)
+        _decode(im, fmt)
+        # From the small decode validation already did: ~30 us, not another decode.
+        phash = perceptual_hash(im) if policy.perceptual_hash else -1
+    return ImageInfo(fmt, head.height, head.width, head.channels, _COLORSPACE[head.channels], fmt, phash=phash)
+
+
+def _resize_info(data: bytes, fmt: str, head: Header, planned: resize.Plan, policy: ImagePolicy,
+                 decode_later: bool) -> ImageInfo:
+    """A JPEG or PNG that --resize_* re-encodes: the stored size from the
+    header alone (turned when --exif_orientation apply turns it)."""
+    phash = -1
+    if policy.validation is Validation.FULL and (not decode_later or policy.perceptual_hash):
+        im = _open(data, fmt)
+        _decode(im, fmt)
+        phash = perceptual_hash(im) if policy.perceptual_hash else -1
+    w, h = planned.width, planned.height
+    if policy.apply_orientation and fmt == JPEG and _orientation(data) in resize.TRANSPOSING:
+        w, h = h, w
+    return ImageInfo(planned.fmt, h, w, head.channels, _COLORSPACE[head.channels], fmt, planned.fmt, phash,
+                     head.height, head.width)
 
 
 def _describe_start(data: bytes) -> str:
@@ -326,10 +358,27 @@ def _orientation(data: bytes) -> int:
         return 1
 
 
+def _exif_orientation(im: Image.Image) -> int:
+    """The orientation exif_transpose will apply."""
+    try:
+        return int(im.getexif().get(0x0112, 1))
+    except Exception:
+        return 1
+
+
+def _orientation_exif(orientation: int) -> bytes:
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    return exif.tobytes()
+
+
 def _reencoded_info(im: Image.Image, fmt: str, target: str, policy: ImagePolicy) -> ImageInfo:
+    w0, h0 = im.size
     out = prepare_reencode(im, fmt, target, policy)
     channels = _CHANNELS[out.mode]
-    return ImageInfo(target, out.height, out.width, channels, _COLORSPACE[channels], fmt, target)
+    w, h = resize.target_size(out.width, out.height, policy.resize) or out.size
+    return ImageInfo(target, h, w, channels, _COLORSPACE[channels], fmt, target,
+                     perceptual_hash(out) if policy.perceptual_hash else -1, h0, w0)
 
 
 def _probe_for_reencode(data: bytes, fmt: str, policy: ImagePolicy) -> ImageInfo:
@@ -348,16 +397,18 @@ def _probe_for_reencode(data: bytes, fmt: str, policy: ImagePolicy) -> ImageInfo
     return _reencoded_info(im, fmt, policy.reencode, policy)
 
 
-def prepare_reencode(im: Image.Image, fmt: str, target: str, policy: ImagePolicy) -> Image.Image:
+def prepare_reencode(im: Image.Image, fmt: str, target: str, policy: ImagePolicy,
+                     upright: bool = True) -> Image.Image:
     """Decodes the first frame and turns it into a mode the target format can
-    store without loss of meaning: EXIF orientation applied, 16-bit scaled (not
-    clipped) to 8-bit, alpha composited on the background for JPEG."""
+    store without loss of meaning: EXIF orientation applied (`upright`), 16-bit
+    scaled (not clipped) to 8-bit, alpha composited on the background for JPEG."""
     _decode(im, fmt, reduced=False)
     try:
         im.seek(0)
     except EOFError:
         pass
-    im = ImageOps.exif_transpose(im)
+    if upright:
+        im = ImageOps.exif_transpose(im)
     if im.mode in ("I;16", "I;16B", "I;16L", "I"):
         im = im.point(lambda v: v / 257).convert("L")
     elif im.mode == "F":
@@ -375,14 +426,28 @@ def prepare_reencode(im: Image.Image, fmt: str, target: str, policy: ImagePolicy
     return im if im.mode in ("L", "RGB") else im.convert("RGB")
 
 
-def reencode_image(data: bytes, target: str, policy: ImagePolicy) -> bytes:
+def reencode_image(data: bytes, target: str, policy: ImagePolicy, expect: Optional[tuple] = None) -> bytes:
     """The stored bytes for an image that `probe_image` marked for re-encoding
-    to `target`. Deterministic for a given Pillow build."""
+    to `target`, within the --resize_* bound (transforms/core/resize.py).
+    `expect`: the (width, height, channels) recorded; an image that does not
+    come out so raises BadImage. Deterministic for a given Pillow build."""
     fmt = sniff_format(data)
-    im = prepare_reencode(_open(data, fmt), fmt, target, policy)
+    im = _open(data, fmt)
+    # JPEGs and PNGs are turned upright only by --exif_orientation apply, as when stored as they are.
+    keep = fmt in policy.output_formats and not (policy.apply_orientation and fmt == JPEG and _orientation(data) != 1)
+    job = resize.start(im, policy.resize, 1 if keep else _exif_orientation(im)) if policy.resize.enabled else None
+    im = resize.finish(prepare_reencode(im, fmt, target, policy, upright=not keep), job, policy.resize)
+    if expect is not None and expect[2] == 1 and im.mode == "RGB":
+        im = im.convert("L")  # a 1-bit PNG (Pillow's mode "1" became RGB): gray, as decode_image gives it
+    if expect is not None and (im.width, im.height, _CHANNELS[im.mode]) != tuple(expect):
+        raise BadImage(Reason.CORRUPT, f"re-encoded to {im.width}x{im.height}x{_CHANNELS[im.mode]}, not the "
+                       f"{expect[0]}x{expect[1]}x{expect[2]} its header gave (EXIF orientation out of reach?)")
     buf = io.BytesIO()
     if target == JPEG:
-        im.save(buf, "JPEG", quality=policy.jpeg_quality, optimize=False)
+        orientation = _orientation(data) if keep and fmt == JPEG else 1
+        # Pixels kept as the file holds them keep the tag that says how to show them.
+        exif = {"exif": _orientation_exif(orientation)} if orientation != 1 else {}
+        im.save(buf, "JPEG", quality=policy.jpeg_quality, optimize=False, **exif)
     else:
         im.save(buf, "PNG", compress_level=6)
     return buf.getvalue()
@@ -393,12 +458,14 @@ def check_record(rec: Rec, data: bytes, policy: ImagePolicy, read_again: bool = 
     writer will read the file a second time, and hold it to a CRC32C of
     these bytes."""
     try:
-        info = probe_image(data, policy)
+        info = probe_image(data, policy, decode_later=not read_again)
     except BadImage as e:
         return reject(rec._replace(size=len(data)), e.reason, e.detail)
     return rec._replace(size=len(data), fmt=info.fmt, height=info.height, width=info.width,
                         channels=info.channels, colorspace=info.colorspace, source_fmt=info.source_fmt,
-                        reencode_to=info.reencode_to, crc=fingerprint(data) if read_again else -1)
+                        reencode_to=info.reencode_to, crc=fingerprint(data) if read_again else -1,
+                        phash=info.phash, orig_height=info.orig_height or info.height,
+                        orig_width=info.orig_width or info.width)
 
 
 def configure_pillow(policy: ImagePolicy) -> None:

@@ -36,6 +36,7 @@ class Reason(str, enum.Enum):
     TOO_LARGE = "too_large"                    # more bytes than --max_file_bytes
     TOO_COMPLEX = "too_complex"                # costs far more to decode than any real image (scans, metadata)
     BAD_ROW = "bad_row"                        # a label table row that cannot be read (encoding, JSON, size caps)
+    DUPLICATE_CONTENT = "duplicate_content"    # the same bytes as another file kept (--duplicates reject)
 
 
 class Batch(list):
@@ -81,6 +82,11 @@ class Rec(NamedTuple):
     reencode_to: str = ""             # "jpeg"/"png": the writer stores a re-encoding
     crc: int = -1                     # fingerprint() of the bytes validated (-1: not read)
     key: int = 0                      # shuffle key
+    phash: int = -1                   # perceptual hash of the decoded image (transforms/core/quality.py; -1: none)
+    sha256: str = ""                  # of the file's bytes, when deduplicating before planning (--duplicates)
+    orig_height: int = 0              # the input file's size, before --resize_* (0: not known)
+    orig_width: int = 0
+    orig_sha256: str = ""             # hex sha256 of the input file's bytes (set with --resize_*)
 
 
 class Reject(NamedTuple):

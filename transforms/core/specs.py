@@ -19,6 +19,7 @@ KNOWN_SPLIT_FOLDERS = ("train", "validation", "val", "valid", "test", "eval", "d
 
 # The stages' output tags: records go on, rejects go to rejects.jsonl, stats to the manifest.
 RECORDS, REJECTS, STATS = "records", "rejects", "stats"
+QUALITY = "quality"  # WriteShards' small per-record rows for CheckQuality
 DEFAULT_IO_TIMEOUT = 120.0  # seconds a remote store may stay silent; --io_timeout
 
 
@@ -85,6 +86,36 @@ class SplitSpec:
     name: str = "train"              # SINGLE
     ratios: tuple = ()               # RATIOS: ((name, fraction), ...)
     salt: str = ""
+    stratify: bool = False           # RATIOS: the fractions within each class (quality.stratified_cuts)
+
+
+class DuplicatePolicy(str, enum.Enum):
+    KEEP_ALL = "keep_all"  # write every copy; the manifest lists them
+    KEEP_ONE = "keep_one"  # write the copy with the smallest relative path; the others are not selected
+    REJECT = "reject"      # write that copy; the others are rejected as duplicate_content
+
+
+@dataclasses.dataclass(frozen=True)
+class QualitySpec:
+    """The data-quality checks (transforms/stages/check_quality.py)."""
+    enabled: bool = True
+    duplicates: DuplicatePolicy = DuplicatePolicy.KEEP_ALL
+    max_distance: int = 8            # near duplicates: perceptual hashes within this many bits; 0: off
+    min_class_count: int = 1         # classes with fewer records in a split are listed
+
+    @property
+    def dedup_before_writing(self) -> bool:
+        return self.enabled and self.duplicates is not DuplicatePolicy.KEEP_ALL
+
+
+class OutputFormat(str, enum.Enum):
+    TFRECORD = "tfrecord"          # tf.data, TFDS, DALI, PyTorch's tfrecord
+    ARRAY_RECORD = "array_record"  # random access by record index: Grain (a global shuffle), TFDS data sources
+
+    @property
+    def extension(self) -> str:
+        """The shard file's extension, TFDS's FILEFORMAT (`train-00000-of-00016.array_record`)."""
+        return self.value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +127,7 @@ class ShardSpec:
     seed: int = 0
     max_per_split: int = 0           # 0: no cap
     index_files: bool = False        # an index per shard for DALI and the PyTorch tfrecord reader
+    output_format: OutputFormat = OutputFormat.TFRECORD
 
     def requested(self, split: str) -> int:
         d = dict(self.num_shards)
@@ -139,6 +171,7 @@ class OutputSpec:
     previous_fingerprint: str = ""
     republish: bool = False          # publish even when nothing changed
     job_ends_run: bool = False       # the job's Publish step releases the lock (a launcher that does not wait)
+    check_only: bool = False         # `tfrecords check`: validate and report; no shards, no manifest
 
     @property
     def lock_dir(self) -> str:

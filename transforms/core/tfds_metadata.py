@@ -121,7 +121,10 @@ def metadata_files(manifest: dict, description: str = "") -> dict:
     splits = [{"filepathTemplate": FILENAME_TEMPLATE, "name": split, "numBytes": str(s["bytes"]),
                "shardLengths": [str(e["records"]) for e in s["shards"]]}
               for split, s in manifest["splits"].items()]
-    info = {"description": description, "fileFormat": "tfrecord", "splits": splits, "version": "1.0.0"}
+    # "array_record" (--output_format): the FILEFORMAT of the template, so shards are
+    # train-00000-of-00016.array_record; TFDS reads them with as_data_source.
+    info = {"description": description, "fileFormat": manifest.get("output_format", "tfrecord"), "splits": splits,
+            "version": "1.0.0"}
     files = {DATASET_INFO: _json(info), FEATURES: _json(_features_dict(tree))}
     label_key = manifest.get("feature_roles", {}).get("label")
     if names is not None and label_key:

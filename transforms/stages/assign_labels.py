@@ -1,7 +1,7 @@
 """Stage AssignLabels: derive each record's label, build the dataset's label
 map from all of them (a global combine over metadata), then apply it.
 
-Input:  [Rec, ...] batches with rel and raw table cells
+Input:  [Rec, ...] batches with rel and raw table cells (or their spill references)
 Output: records  [Rec, ...] with label_id or target and typed extra features
         rejects  [Reject, ...] (no_label, bad_label, unknown_label)
         label_map  a singleton LabelMap
@@ -13,6 +13,7 @@ import apache_beam as beam
 from transforms.core import labels
 from transforms.core.records import Batch, Rec
 from transforms.core.specs import RECORDS, REJECTS, LabelSpec
+from transforms.storage import spill
 
 
 class _StatsFn(beam.CombineFn):
@@ -23,7 +24,7 @@ class _StatsFn(beam.CombineFn):
         return labels.Stats()
 
     def add_input(self, acc, batch):
-        for rec in batch:
+        for rec in _derived(spill.load(batch), self._spec):
             acc.add(rec, labels.label_folder(rec, self._spec))
         return acc
 
@@ -38,8 +39,13 @@ class _StatsFn(beam.CombineFn):
         return acc
 
 
+def _derived(batch, spec: LabelSpec):
+    return (r._replace(label_text=labels.raw_label(r, spec)) for r in batch)
+
+
 class _AssignFn(beam.DoFn):
-    def __init__(self):
+    def __init__(self, spec: LabelSpec):
+        self._spec = spec
         self._lookup_for = None
         self._lookup = {}
 
@@ -47,7 +53,7 @@ class _AssignFn(beam.DoFn):
         if self._lookup_for is not label_map:
             self._lookup, self._lookup_for = label_map.as_dict(), label_map
         good, bad = Batch(), Batch()
-        for rec in batch:
+        for rec in _derived(spill.load(batch), self._spec):
             out = labels.assign_label(rec, label_map, self._lookup)
             (good if isinstance(out, Rec) else bad).append(out)
         if good:
@@ -63,11 +69,12 @@ class AssignLabels(beam.PTransform):
         self._extra_columns = extra_columns
 
     def expand(self, batches):
+        # Each record's label is derived twice, for the map and then to apply
+        # it, so what waits for the map is the listing as it came (on a local
+        # run, references to spill files), not a second copy.
         spec = self._spec
-        derived = batches | "DeriveLabel" >> beam.Map(
-            lambda b: Batch(r._replace(label_text=labels.raw_label(r, spec)) for r in b))
-        label_map = (derived | "LabelStats" >> beam.CombineGlobally(_StatsFn(spec))
+        label_map = (batches | "LabelStats" >> beam.CombineGlobally(_StatsFn(spec))
                      | "LabelMap" >> beam.Map(labels.build_label_map, spec, self._extra_columns))
-        out = derived | "Assign" >> beam.ParDo(
-            _AssignFn(), beam.pvalue.AsSingleton(label_map)).with_outputs(REJECTS, main=RECORDS)
+        out = batches | "Assign" >> beam.ParDo(
+            _AssignFn(spec), beam.pvalue.AsSingleton(label_map)).with_outputs(REJECTS, main=RECORDS)
         return {RECORDS: out[RECORDS], REJECTS: out[REJECTS], "label_map": label_map}

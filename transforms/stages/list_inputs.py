@@ -23,7 +23,7 @@ from transforms.core.fingerprint import FINGERPRINT
 from transforms.core.labels import nfc
 from transforms.core.records import Batch, Reason, Rec, Reject, reject
 from transforms.core.specs import RECORDS, REJECTS, STATS, InputKind, InputSpec
-from transforms.storage import listing
+from transforms.storage import listing, spill
 
 BATCH = 500
 
@@ -145,10 +145,22 @@ def _split_recs(items: Iterable) -> Iterator:
             yield item
 
 
+def _sides(tagged: Iterable) -> dict:
+    """CoGroupByKey's {"rows": [...], "files": [...]} from tagged values."""
+    sides: dict = {"rows": [], "files": []}
+    for side, value in tagged:
+        sides[side].append(value)
+    return sides
+
+
 class ListInputs(beam.PTransform):
-    def __init__(self, spec: InputSpec):
+    """`spill_dir`: a local run's spill folder, where a table's rows wait to
+    be grouped by path (and joined with files by id), not in the runner."""
+
+    def __init__(self, spec: InputSpec, spill_dir: str = ""):
         super().__init__()
         self._spec = spec
+        self._spill_dir = spill_dir
 
     def expand(self, pbegin):
         spec = self._spec
@@ -169,7 +181,7 @@ class ListInputs(beam.PTransform):
             recs, id_rejects = self._resolve_ids(root_walk[RECORDS], recs)
             rejects.append(id_rejects)
         deduped = (recs | "ByPath" >> beam.Map(lambda r: (r.rel, r))
-                   | "GroupByPath" >> beam.GroupByKey()
+                   | "GroupByPath" >> spill.GroupByKey(self._spill_dir)
                    | "Dedupe" >> beam.FlatMapTuple(lambda rel, rs: _split_recs(dedupe(rel, rs)))
                    .with_outputs(REJECTS, main=RECORDS))
         rejects.append(deduped[REJECTS])
@@ -193,9 +205,11 @@ class ListInputs(beam.PTransform):
                      lambda r: [(tables.strip_extension(r.rel), r)] if tables.strip_extension(r.rel) else []))
         parts = recs | "HasExtension" >> beam.Partition(
             lambda r, _: 0 if tables.has_image_extension(r.rel) else 1, 2)
-        rows = parts[1] | "RowsById" >> beam.Map(lambda r: (r.rel, r))
-        joined = ({"rows": rows, "files": files} | "JoinIds" >> beam.CoGroupByKey()
-                  | "ResolveIds" >> beam.FlatMapTuple(lambda stem, g: _split_recs(resolve_id(stem, g)))
+        rows = parts[1] | "RowsById" >> beam.Map(lambda r: (r.rel, ("rows", r)))
+        files = files | "TagFiles" >> beam.MapTuple(lambda stem, f: (stem, ("files", f)))
+        joined = ((rows, files) | "BothSides" >> beam.Flatten()
+                  | "JoinIds" >> spill.GroupByKey(self._spill_dir)
+                  | "ResolveIds" >> beam.FlatMapTuple(lambda stem, tagged: _split_recs(resolve_id(stem, _sides(tagged))))
                   .with_outputs(REJECTS, main=RECORDS))
         resolved = (parts[0], joined[RECORDS]) | "Resolved" >> beam.Flatten()
         return resolved, joined[REJECTS]

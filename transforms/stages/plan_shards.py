@@ -5,11 +5,13 @@ Input:  [Rec, ...] batches of records with split and key (validated, or
         listed with their sizes when WriteShards validates)
 Output: shards  ((split, index, num_shards), [packed [(position, Rec), ...], ...]),
                 one element for every planned shard, empty ones included; the
-                batches are records.pack()ed bytes (see there)
+                batches are records.pack()ed bytes (see there), or on a
+                local run references to spill files (transforms/storage/spill.py)
         plans   a singleton {split: SplitPlan}
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 from typing import Iterable
 
@@ -17,33 +19,49 @@ import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
 from transforms.core import sharding
-from transforms.core.records import pack, unpack
+from transforms.core.records import pack
 from transforms.core.specs import ShardSpec
+from transforms.storage import spill
 
 
-def by_bucket(groups: dict) -> list:
-    """((split, bucket), (count, bytes, packed records)) for each group."""
+def by_bucket(groups: dict, spill_dir: str = "") -> list:
+    """((split, bucket), (count, bytes, packed records or their spill
+    reference)) for each group; spilled groups share one file."""
     # A size the listing did not give (-1) counts as 0: such runs plan by
     # --num_shards, or validate first (pipelines/parse.py).
-    return [(k, (len(recs), sum(max(r.size, 0) for r in recs), pack(recs))) for k, recs in sorted(groups.items())]
+    with _packer(spill_dir) as put:
+        return [(k, (len(recs), sum(max(r.size, 0) for r in recs), put(recs))) for k, recs in sorted(groups.items())]
+
+
+@contextlib.contextmanager
+def _packer(spill_dir: str):
+    if not spill_dir:
+        yield pack
+        return
+    with spill.SpillWriter(spill_dir) as w:
+        yield w.add
 
 
 class _ByBucketFn(beam.DoFn):
     """Groups records by (split, bucket) across a bundle before the shuffle.
     Batch by batch, a record would mostly travel alone (a batch of 100 over 64
     buckets), costing an element, its encoding and its memory in the runner
-    each; this way an element carries many. At most _FLUSH records wait."""
-    _FLUSH = 5000
+    each; this way an element carries many. At most 20,000 records wait."""
+
+    def __init__(self, spill_dir: str = ""):
+        self._spill_dir = spill_dir
+        self._flush = 20000
 
     def start_bundle(self):
         self._groups: dict = {}
         self._waiting = 0
 
     def process(self, batch):
+        batch = spill.load(batch)
         for rec in batch:
             self._groups.setdefault((rec.split, sharding.bucket_of(rec.key)), []).append(rec)
         self._waiting += len(batch)
-        if self._waiting >= self._FLUSH:
+        if self._waiting >= self._flush:
             yield from self._drain()
 
     def finish_bundle(self):
@@ -51,7 +69,7 @@ class _ByBucketFn(beam.DoFn):
             yield GlobalWindows.windowed_value(kv)
 
     def _drain(self) -> list:
-        out = by_bucket(self._groups)
+        out = by_bucket(self._groups, self._spill_dir)
         self._groups, self._waiting = {}, 0
         return out
 
@@ -64,13 +82,14 @@ def _sum_pairs(pairs: Iterable[tuple]) -> tuple:
     return count, nbytes
 
 
-def _assign(element: tuple, plans: dict) -> list:
+def _assign(element: tuple, plans: dict, spill_dir: str = "") -> list:
     (split, bucket), groups = element
-    recs = sorted(itertools.chain.from_iterable(unpack(packed) for _, _, packed in groups),
+    recs = sorted(itertools.chain.from_iterable(spill.load(packed) for _, _, packed in groups),
                   key=lambda r: (r.key, r.rel))
     plan = plans[split]
-    return [((split, shard, plan.num_shards), pack(items))
-            for shard, items in sharding.assign_shards(split, bucket, recs, plan).items()]
+    with _packer(spill_dir) as put:
+        return [((split, shard, plan.num_shards), put(items))
+                for shard, items in sharding.assign_shards(split, bucket, recs, plan).items()]
 
 
 def _every_shard(plans: dict) -> list:
@@ -78,12 +97,15 @@ def _every_shard(plans: dict) -> list:
 
 
 class PlanShards(beam.PTransform):
-    def __init__(self, spec: ShardSpec):
+    """`spill_dir`: a local run's spill folder (records wait there, not in the runner)."""
+
+    def __init__(self, spec: ShardSpec, spill_dir: str = ""):
         super().__init__()
         self._spec = spec
+        self._spill_dir = spill_dir
 
     def expand(self, batches):
-        keyed = batches | "ByBucket" >> beam.ParDo(_ByBucketFn())
+        keyed = batches | "ByBucket" >> beam.ParDo(_ByBucketFn(self._spill_dir))
         plans = (keyed
                  | "BucketTotals" >> beam.MapTuple(lambda k, v: (k, v[:2]))
                  | "SumBuckets" >> beam.CombinePerKey(_sum_pairs)
@@ -91,7 +113,7 @@ class PlanShards(beam.PTransform):
                  | "Plans" >> beam.Map(sharding.make_plans, self._spec))
         assigned = (keyed
                     | "GroupBuckets" >> beam.GroupByKey()
-                    | "SortAndAssign" >> beam.FlatMap(_assign, beam.pvalue.AsSingleton(plans)))
+                    | "SortAndAssign" >> beam.FlatMap(_assign, beam.pvalue.AsSingleton(plans), self._spill_dir))
         every = plans | "EveryShard" >> beam.FlatMap(_every_shard)
         shards = (assigned, every) | "AllShards" >> beam.Flatten() | "GroupShards" >> beam.GroupByKey()
         return {"shards": shards, "plans": plans}

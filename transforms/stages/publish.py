@@ -29,12 +29,12 @@ from typing import Iterable, NamedTuple
 
 import apache_beam as beam
 
-from transforms.core import tfds_metadata
+from transforms.core import resize, tfds_metadata
 from transforms.core.errors import ConversionError
 from transforms.core.features import feature_roles, feature_schema, tfmd_schema
 from transforms.core.records import ShardResult
 from transforms.core.specs import PublishSpec
-from transforms.storage import fsutil, layout, run_lock
+from transforms.storage import fsutil, layout, report_data, run_lock, spill
 
 
 class PublishError(ConversionError, RuntimeError):
@@ -87,7 +87,7 @@ def build_manifest(spec: PublishSpec, got: RunResults, shards: dict) -> dict:
             "shards": [_shard_entry(s) for s in ss],
         }
     by_reason = collections.Counter(r.reason for r in rejects)
-    schema = feature_schema(label_map.kind, label_map.extra_kinds, keys)
+    schema = feature_schema(label_map.kind, label_map.extra_kinds, keys, resize.enabled_in(spec.options))
     manifest = {
         "format": layout.MANIFEST_FORMAT,
         "tool_version": spec.tool_version,
@@ -95,6 +95,8 @@ def build_manifest(spec: PublishSpec, got: RunResults, shards: dict) -> dict:
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "compression": spec.compression.value,
         "tf_compression_type": spec.compression.tf_name,
+        # tfrecord or array_record (--output_format), as the run's settings give it
+        "output_format": spec.options.get("shards", {}).get("output_format", "tfrecord"),
         "counts": {"listed": listed, "written": written, "rejected": len(rejects), "not_selected": not_selected,
                    "excluded": {k.split("/", 1)[1]: v for k, v in sorted(stats.items()) if k.startswith("excluded/")}},
         "rejects_by_reason": dict(sorted(by_reason.items())),
@@ -104,7 +106,10 @@ def build_manifest(spec: PublishSpec, got: RunResults, shards: dict) -> dict:
         "features": schema,
         "feature_roles": feature_roles(schema, keys),
         "options": spec.options,
+        # Re-encoded (resized) bytes are the same for the same options and these versions.
+        "image_library": resize.library_versions(),
         "fingerprint": {"run": got.fingerprint, "options": spec.options_fingerprint},
+        "quality": got.quality,
     }
     tfds_files = tfds_metadata.metadata_files(manifest, "")
     manifest["tfds"] = ({"metadata": sorted(tfds_files)} if tfds_files
@@ -153,6 +158,7 @@ class RunResults(NamedTuple):
     label_map: object   # LabelMap
     plans: dict         # {split: SplitPlan}
     fingerprint: str    # the run's
+    quality: object = None  # the manifest's "quality" section (transforms/stages/check_quality.py); None: off
 
 
 def publish(spec: PublishSpec, got: RunResults) -> dict:
@@ -194,6 +200,9 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
             fsutil.write_bytes(fsutil.join(out.output, name), data)
         _remove_stale_tfds_files(out.output, manifest["tfds"]["metadata"])
     check_published(out.output, all_shards)  # never a manifest beside missing shards
+    # report.html before the manifest (still written last), which notes whether it was written: a report
+    # that cannot be built never fails the publish (transforms/storage/report_data.py).
+    manifest["report"] = report_data.write_report_safely(out.output, manifest)
     run_lock.check(out.lock_dir, out.run_id)
     with _writing(out.output):
         try:
@@ -341,12 +350,14 @@ class Publish(beam.PTransform):
 
     def expand(self, inputs):
         side, spec = beam.pvalue, self._spec
-        rejects = inputs["rejects"] | "FlatRejects" >> beam.FlatMap(lambda b: b)
+        rejects = inputs["rejects"]  # batches, or on a local run their spill references
         stats = inputs["stats"] | "SumStats" >> beam.CombinePerKey(sum)
         return (inputs["shards"].pipeline
                 | "Once" >> beam.Create([None])
                 | "Publish" >> beam.Map(
-                    lambda _, *got: publish(spec, RunResults(*got)),
+                    lambda _, shards, rejects, *got: publish(spec, RunResults(
+                        shards, [r for b in rejects for r in spill.load(b)], *got)),
                     side.AsList(inputs["shards"]), side.AsList(rejects), side.AsDict(stats),
                     side.AsSingleton(inputs["label_map"]), side.AsSingleton(inputs["plans"]),
-                    side.AsSingleton(inputs["fingerprint"])))
+                    side.AsSingleton(inputs["fingerprint"]),
+                    *([side.AsSingleton(inputs["quality"])] if "quality" in inputs else [])))

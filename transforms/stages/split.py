@@ -2,7 +2,9 @@
 optionally keep only the first N of each split in shuffle order (a trial run).
 
 Ratio splits hash the relative path with a salt, so an image stays in its split
-when the dataset grows (as TFX's example_gen does).
+when the dataset grows (as TFX's example_gen does). With --stratify each class
+is cut at the fractions in the order of the same hash (quality.stratified_cuts):
+exact proportions per class, but an image near a cut may move when its class grows.
 
 Input:  [Rec, ...] batches
 Output: records [Rec, ...] with split and key; rejects [Reject, ...] (bad_split);
@@ -15,9 +17,11 @@ from typing import Union
 
 import apache_beam as beam
 
+from transforms.core.quality import stratified_cuts, stratified_split, unit_hash
 from transforms.core.records import Batch, Reason, Rec, Reject, reject
 from transforms.core.sharding import shuffle_key
 from transforms.core.specs import RECORDS, REJECTS, SPLIT_NAME, STATS, SplitSource, SplitSpec
+from transforms.storage import spill
 
 
 def ratio_split(rel: str, ratios: tuple, salt: str) -> str:
@@ -31,9 +35,11 @@ def ratio_split(rel: str, ratios: tuple, salt: str) -> str:
     return ratios[-1][0]  # rounding: fractions sum to 1 within 1e-9
 
 
-def assign_split(rec: Rec, spec: SplitSpec, seed: int) -> Union[Rec, Reject]:
+def assign_split(rec: Rec, spec: SplitSpec, seed: int, cuts: dict = None) -> Union[Rec, Reject]:
     if spec.source is SplitSource.SINGLE:
         split = spec.name
+    elif spec.source is SplitSource.RATIOS and cuts is not None:  # --stratify
+        split = stratified_split(unit_hash(rec.rel, spec.salt), spec.ratios, cuts[stratum(rec)])
     elif spec.source is SplitSource.RATIOS:
         split = ratio_split(rec.rel, spec.ratios, spec.salt)
     elif spec.source is SplitSource.FOLDERS:
@@ -47,14 +53,19 @@ def assign_split(rec: Rec, spec: SplitSpec, seed: int) -> Union[Rec, Reject]:
     return rec._replace(split=split, key=shuffle_key(seed, rec.rel))
 
 
+def stratum(rec: Rec):
+    """What --stratify balances: the class (all records alike without class labels)."""
+    return rec.label_id
+
+
 class _SplitFn(beam.DoFn):
     def __init__(self, spec: SplitSpec, seed: int):
         self._spec, self._seed = spec, seed
 
-    def process(self, batch):
+    def process(self, batch, cuts=None):
         good, bad = Batch(), Batch()
-        for rec in batch:
-            out = assign_split(rec, self._spec, self._seed)
+        for rec in spill.load(batch):
+            out = assign_split(rec, self._spec, self._seed, cuts)
             (good if isinstance(out, Rec) else bad).append(out)
         if good:
             yield good
@@ -63,6 +74,7 @@ class _SplitFn(beam.DoFn):
 
 
 def _keep_selected(batch, thresholds):
+    batch = spill.load(batch)
     kept = Batch(r for r in batch if (r.key, r.rel) <= thresholds[r.split])
     if kept:
         yield kept
@@ -71,20 +83,36 @@ def _keep_selected(batch, thresholds):
 
 
 class Split(beam.PTransform):
-    def __init__(self, spec: SplitSpec, seed: int, max_per_split: int = 0):
+    """`spill_dir`: a local run's spill folder, where the records wait for the
+    cap's thresholds (not in the runner)."""
+
+    def __init__(self, spec: SplitSpec, seed: int, max_per_split: int = 0, spill_dir: str = ""):
         super().__init__()
-        self._spec, self._seed, self._cap = spec, seed, max_per_split
+        self._spec, self._seed, self._cap, self._spill_dir = spec, seed, max_per_split, spill_dir
 
     def expand(self, batches):
-        out = batches | "Assign" >> beam.ParDo(_SplitFn(self._spec, self._seed)).with_outputs(REJECTS, main=RECORDS)
+        cuts = []
+        if self._spec.stratify:  # each class's cut points, from its records' path hashes (not the records)
+            spec = self._spec
+            cuts = [beam.pvalue.AsDict(
+                batches
+                | "Positions" >> beam.FlatMap(lambda b: [(stratum(r), unit_hash(r.rel, spec.salt))
+                                                         for r in spill.load(b)])
+                | "ByClass" >> beam.GroupByKey()
+                | "Cuts" >> beam.MapTuple(lambda k, us: (k, stratified_cuts(list(us), spec.ratios))))]
+        out = batches | "Assign" >> beam.ParDo(_SplitFn(self._spec, self._seed), *cuts).with_outputs(
+            REJECTS, main=RECORDS)
         result = {RECORDS: out[RECORDS], REJECTS: out[REJECTS]}
         if self._cap:
+            records = out[RECORDS]
+            if self._spill_dir:
+                records = records | "Spill" >> beam.Map(spill.spill, self._spill_dir)
             # The cap-th smallest (key, rel) of each split: a combine of size cap.
-            thresholds = (out[RECORDS]
-                          | "Keys" >> beam.FlatMap(lambda b: [(r.split, (r.key, r.rel)) for r in b])
+            thresholds = (records
+                          | "Keys" >> beam.FlatMap(lambda b: [(r.split, (r.key, r.rel)) for r in spill.load(b)])
                           | "SmallestKeys" >> beam.combiners.Top.SmallestPerKey(self._cap)
                           | "Threshold" >> beam.MapTuple(lambda split, keys: (split, max(keys))))
-            capped = out[RECORDS] | "Cap" >> beam.FlatMap(
+            capped = records | "Cap" >> beam.FlatMap(
                 _keep_selected, beam.pvalue.AsDict(thresholds)).with_outputs(STATS, main=RECORDS)
             result.update({RECORDS: capped[RECORDS], STATS: capped[STATS]})
         return result

@@ -13,19 +13,23 @@ Output: records [Rec, ...] with size, format, height, width, channels, crc;
 """
 from __future__ import annotations
 
+import hashlib
+
 import apache_beam as beam
 
 from transforms.core.images import ImagePolicy, check_record, configure_pillow
-from transforms.core.records import Batch, Rec, pack, unpack
+from transforms.core.records import Batch, Rec, pack
 from transforms.core.specs import RECORDS, REJECTS
+from transforms.storage import spill
 from transforms.storage.progress import Progress
 from transforms.storage.reads import make_pool, read_ahead, read_record, read_reject
 
 
 class _ValidateFn(beam.DoFn):
-    def __init__(self, policy: ImagePolicy, progress_dir: str = ""):
+    def __init__(self, policy: ImagePolicy, progress_dir: str = "", digest: bool = False):
         self._policy = policy
         self._progress_dir = progress_dir
+        self._digest = digest
         self._ok = beam.metrics.Metrics.counter("tfrecords", "images_valid")
         self._bad = beam.metrics.Metrics.counter("tfrecords", "images_rejected")
         self._bytes = beam.metrics.Metrics.counter("tfrecords", "bytes_validated")
@@ -38,7 +42,7 @@ class _ValidateFn(beam.DoFn):
     def process(self, packed: bytes):
         good, bad = Batch(), Batch()
         nbytes = 0
-        recs = unpack(packed)
+        recs = spill.load(packed)
         if not recs:
             return
         reads = self._policy.reads
@@ -49,6 +53,8 @@ class _ValidateFn(beam.DoFn):
             out = read_reject(rec, got.error) if got.error else check_record(got.value[1], got.value[0],
                                                                                self._policy)
             if isinstance(out, Rec):
+                if self._digest:  # for DropDuplicates (--duplicates keep_one|reject)
+                    out = out._replace(sha256=hashlib.sha256(got.value[0]).hexdigest())
                 good.append(out)
                 nbytes += out.size
             else:
@@ -67,14 +73,17 @@ class _ValidateFn(beam.DoFn):
 
 
 class ValidateImages(beam.PTransform):
-    def __init__(self, policy: ImagePolicy, progress_dir: str = ""):
+    def __init__(self, policy: ImagePolicy, progress_dir: str = "", spill_dir: str = "", digest: bool = False):
         super().__init__()
         self._policy = policy
         self._progress_dir = progress_dir
+        self._spill_dir = spill_dir
+        self._digest = digest
 
     def expand(self, batches):
+        spill_dir = self._spill_dir
         return (batches
-                | "Pack" >> beam.Map(pack)
+                | "Pack" >> beam.Map(lambda b: spill.spill(b, spill_dir) if spill_dir else pack(spill.load(b)))
                 | "Spread" >> beam.Reshuffle()
-                | "Validate" >> beam.ParDo(_ValidateFn(self._policy, self._progress_dir))
+                | "Validate" >> beam.ParDo(_ValidateFn(self._policy, self._progress_dir, self._digest))
                 .with_outputs(REJECTS, main=RECORDS))

@@ -20,7 +20,7 @@ record, the format of DALI's tfrecord2idx) is built from the writer's byte
 counts as each record is written, and staged and published with the shard.
 
 Input:  ((split, index, num_shards), [packed [(position, Rec), ...], ...])
-Output: ShardResult; rejects [Reject]
+Output: ShardResult; rejects [Reject]; quality [quality.Row] per shard (with quality_rows)
 """
 from __future__ import annotations
 
@@ -34,12 +34,14 @@ import apache_beam as beam
 
 from transforms.core.example_codec import encode_example
 from transforms.core.features import example_features
-from transforms.core.images import ImagePolicy, check_record, configure_pillow, reencode_image
-from transforms.core.records import Batch, Reason, Rec, Reject, ShardResult, fingerprint, reject, unpack
+from transforms.core.images import BadImage, ImagePolicy, check_record, configure_pillow, reencode_image
+from transforms.core.quality import Row as QualityRow
+from transforms.core.records import Batch, Reason, Rec, Reject, ShardResult, fingerprint, reject
 from transforms.core.sharding import shard_name
-from transforms.core.specs import REJECTS, ReadPolicy
-from transforms.core.tfrecord_io import Compression, RecordWriter
-from transforms.storage import fsutil, layout
+from transforms.core.specs import QUALITY, REJECTS, OutputFormat, ReadPolicy
+from transforms.core.tfrecord_io import Compression
+from transforms.storage import fsutil, layout, spill
+from transforms.storage.array_record_io import shard_writer
 from transforms.storage.gcs import StorageUnavailable
 from transforms.storage.progress import Progress
 from transforms.storage.reads import make_pool, read_ahead, read_input, read_record, read_reject
@@ -93,16 +95,26 @@ def prepare(rec: Rec, policy: ImagePolicy, validate: bool) -> Union[Prepared, Re
         data = recheck(rec, policy.reads)
         if isinstance(data, Reject):
             return data
+    original = data
     if rec.reencode_to:
-        data = reencode_image(data, rec.reencode_to, policy)
-    return Prepared(rec, data, hashlib.sha256(data).hexdigest())
+        try:
+            data = reencode_image(data, rec.reencode_to, policy, (rec.width, rec.height, rec.channels))
+        except BadImage as e:  # one read: resizing is the image's decode (its validation)
+            return reject(rec, e.reason, e.detail)
+    sha = hashlib.sha256(data).hexdigest()
+    if policy.resize.enabled:  # image/original/sha256: of the file as read
+        rec = rec._replace(orig_sha256=sha if data is original else hashlib.sha256(original).hexdigest())
+    return Prepared(rec, data, sha)
 
 
 class _WriteShardFn(beam.DoFn):
     def __init__(self, staging: str, compression: Compression, policy: ImagePolicy,
-                 keys: dict, validate: bool, progress_dir: str = "", index_files: bool = False):
+                 keys: dict, validate: bool, progress_dir: str = "", index_files: bool = False,
+                 output_format: OutputFormat = OutputFormat.TFRECORD, quality_rows: bool = False):
         self._staging = staging
+        self._quality_rows = quality_rows
         self._index_files = index_files
+        self._output_format = output_format
         self._compression = compression
         self._policy = policy
         self._keys = keys
@@ -125,18 +137,18 @@ class _WriteShardFn(beam.DoFn):
 
     def process(self, element, label_map):
         (split, index, num_shards), groups = element
-        recs = [rec for _, rec in sorted((it for g in groups for it in unpack(g)), key=operator.itemgetter(0))]
-        name = shard_name(split, index, num_shards, self._compression.suffix)
+        recs = [rec for _, rec in sorted((it for g in groups for it in spill.load(g)), key=operator.itemgetter(0))]
+        name = shard_name(split, index, num_shards, self._compression.suffix, self._output_format.extension)
         temp = fsutil.join(self._staging, f"{name}.{uuid.uuid4().hex}")
         label_counts = collections.Counter()
         index_lines: list = []
         rejects = Batch()
+        rows = Batch() if self._quality_rows else None  # for CheckQuality: a small row per record written
         policy, validate = self._policy, self._validate
         in_flight = policy.reads.in_flight_for(recs[0].path) if recs else 1
         if self._pool is None and recs:
             self._pool = make_pool(policy.reads, recs[0].path)
-        with fsutil.open_write(temp) as sink:
-            writer = RecordWriter(sink, self._compression)
+        with shard_writer(temp, self._output_format, self._compression) as writer:
             for _, got in read_ahead(recs, lambda r: prepare(r, policy, validate), in_flight, self._pool):
                 if got.error is not None:
                     raise got.error  # a bug or a store that stopped answering: the bundle fails
@@ -146,7 +158,11 @@ class _WriteShardFn(beam.DoFn):
                     continue
                 rec, data, sha = got.value
                 self._validated.add(1, rec.size)
-                chunks, length = encode_example(example_features(rec, data, sha, label_map.kind, self._keys))
+                if rows is not None:
+                    rows.append(QualityRow(rec.rel, split, rec.label_text, rec.label_id, sha, rec.phash,
+                                           rec.width, rec.height))
+                chunks, length = encode_example(example_features(rec, data, sha, label_map.kind, self._keys,
+                                                                  policy.resize.enabled))
                 before = writer.bytes_written
                 writer.write(chunks, length)
                 if rec.label_id is not None:
@@ -173,6 +189,8 @@ class _WriteShardFn(beam.DoFn):
         self._validated.flush()
         if rejects:
             yield beam.pvalue.TaggedOutput(REJECTS, rejects)
+        if rows:
+            yield beam.pvalue.TaggedOutput(QUALITY, rows)
         yield ShardResult(split, index, num_shards, name, temp, writer.records, writer.bytes_written,
                           crc, tuple(sorted(label_counts.items())), index_temp, len(index_data))
 
@@ -186,15 +204,19 @@ class WriteShards(beam.PTransform):
 
     def __init__(self, staging: str, compression: Compression, policy: ImagePolicy,
                  keys: dict, label_map, progress_dir: str = "", validate: bool = False,
-                 index_files: bool = False):
+                 index_files: bool = False, output_format: OutputFormat = OutputFormat.TFRECORD,
+                 quality_rows: bool = False):
         super().__init__()
+        self._quality_rows = quality_rows
         self._args = (staging, compression, policy, keys, validate)
         self._index_files = index_files
+        self._output_format = output_format
         self._label_map = label_map
         self._progress_dir = progress_dir
 
     def expand(self, shard_inputs):
         staging, compression, policy, keys, validate = self._args
         return shard_inputs | "Write" >> beam.ParDo(
-            _WriteShardFn(staging, compression, policy, keys, validate, self._progress_dir, self._index_files),
-            beam.pvalue.AsSingleton(self._label_map)).with_outputs(REJECTS, main="shards")
+            _WriteShardFn(staging, compression, policy, keys, validate, self._progress_dir, self._index_files,
+                          self._output_format, self._quality_rows),
+            beam.pvalue.AsSingleton(self._label_map)).with_outputs(REJECTS, QUALITY, main="shards")

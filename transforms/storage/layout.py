@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Optional
 
 from transforms.core.example_codec import BYTES, FLOAT, INT64
 from transforms.storage import fsutil
@@ -17,14 +18,15 @@ from transforms.core.tfds_metadata import FEATURES as TFDS_FEATURES  # noqa: E40
 from transforms.core.tfds_metadata import LABELS_SUFFIX as TFDS_LABELS_SUFFIX  # noqa: E402
 LOCK = ".tfrecords.lock"          # held by a running conversion
 STAGING_PREFIX = ".tfrecords-staging-"
-# Any shard we could have written, whatever its split, count or compression.
-SHARD_RE = re.compile(r"^[A-Za-z0-9_]{1,64}-\d{5,}-of-\d{5,}\.tfrecord(\.gz|\.zlib)?$")
+# Any shard we could have written, whatever its split, count, compression or format.
+SHARD_RE = re.compile(r"^[A-Za-z0-9_]{1,64}-\d{5,}-of-\d{5,}\.(tfrecord(\.gz|\.zlib)?|array_record)$")
 # --index_files: a shard's record index for DALI's readers.tfrecord and the
 # PyTorch `tfrecord` package, next to it ("<shard name>.idx").
 INDEX_SUFFIX = ".idx"
 INDEX_RE = re.compile(SHARD_RE.pattern[:-1] + re.escape(INDEX_SUFFIX) + "$")
 MANIFEST_FORMAT = "tfrecord-pipelines/manifest/v1"
 LATEST = "LATEST"                 # --versioned: a dataset root's pointer to its current version
+VERSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # a version folder's name
 # A temp file of fsutil.write_bytes/create_only ("name.tmp-PID-HEX"; older
 # versions wrote "name.tmp-PID"), left only by a crash: the next run removes it.
 TEMP_RE = re.compile(r"^(.+)\.tmp-\d+(-[0-9a-f]+)?$")
@@ -125,6 +127,21 @@ def is_tfds_file(name: str) -> bool:
 
 def failed_rejects_name(run_id: str) -> str:
     return f"failed-{run_id}.{REJECTS}"
+
+
+def read_latest(root: str) -> tuple[str, Optional[dict]]:
+    """(version name, its manifest) that LATEST points at, or ("", None)."""
+    try:
+        version = fsutil.read_bytes(fsutil.join(root, LATEST)).decode("utf-8").strip()
+    except Exception:
+        return "", None
+    if not VERSION_NAME.match(version):
+        raise ValueError(f"{fsutil.join(root, LATEST)} holds {version!r}, not a version folder name")
+    try:
+        return version, read_manifest(fsutil.join(root, version))
+    except Exception as e:
+        raise ValueError(f"{fsutil.join(root, LATEST)} points at {version!r}, whose manifest cannot be read: "
+                         f"{e}") from None
 
 
 def publish_latest(root: str, version: str, run_id: str) -> bool:

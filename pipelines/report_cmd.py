@@ -1,0 +1,54 @@
+"""`tfrecords report OUT`: (re)build OUT/report.html from a converted output
+(local or gs://): its manifest, the first records of its shards, its rejects.
+The conversion's publish step writes the same page; this rebuilds it, e.g.
+for an output written before reports existed, or one whose report failed.
+The manifest is left as it is (it is the output's create-only success marker).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Optional
+
+from transforms.storage import fsutil, layout, report_data
+
+
+def main(argv: Optional[list] = None) -> int:
+    ap = argparse.ArgumentParser(prog="tfrecords report", description=__doc__.split("\n\n")[0])
+    ap.add_argument("output", help="output folder of a conversion (local or gs://)")
+    ap.add_argument("--to", default="",
+                    help="write the page here instead of OUTPUT/report.html (a local path or gs://)")
+    ap.add_argument("--deadline", type=float, default=report_data.DEADLINE_SECONDS,
+                    help="seconds to spend reading thumbnails; the page is built from what was read by then")
+    args = ap.parse_args(argv)
+    output = fsutil.normalize_root(args.output)
+    try:
+        m = layout.read_manifest(output)
+    except FileNotFoundError:
+        hint = ""
+        if fsutil.exists(fsutil.join(output, "check.json")):
+            hint = " (it holds a `tfrecords check` report: rerun the check to rebuild that)"
+        print(f"error: {output} has no {layout.MANIFEST}: not a complete converted output{hint}", file=sys.stderr)
+        return 1
+    except Exception as e:  # malformed manifest, unreadable folder
+        print(f"error: {layout.MANIFEST} of {output} cannot be read: {e}", file=sys.stderr)
+        return 1
+    if not args.deadline > 0:
+        print(f"error: --deadline {args.deadline} must be positive", file=sys.stderr)
+        return 2
+    target = fsutil.normalize_root(args.to) if args.to else fsutil.join(output, report_data.REPORT)
+    started = time.monotonic()
+    try:
+        page = report_data.build(output, m, args.deadline)
+        fsutil.write_bytes(target, page.encode("utf-8"))
+    except Exception as e:  # unreadable shards are noted in the page; this is a failure to build or write it
+        print(f"error: the report of {output} could not be built or written: {type(e).__name__}: {e}",
+              file=sys.stderr)
+        return 1
+    print(f"wrote {target} ({len(page) / 1e3:,.0f} KB) in {time.monotonic() - started:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

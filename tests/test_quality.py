@@ -1,0 +1,224 @@
+"""The data-quality logic without Beam (transforms/core/quality.py): the
+perceptual hash on generated variants of generated photos, measured (run with
+-s to see the distributions), band candidates, duplicate grouping, class
+balance, histograms and stratified splits."""
+from __future__ import annotations
+
+import collections
+import io
+import itertools
+import random
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw, ImageFilter
+
+from transforms.core import quality
+from transforms.core.images import ImagePolicy, probe_image
+from transforms.core.quality import Row
+
+
+def photo(seed: int, w: int = 320, h: int = 240) -> Image.Image:
+    """A photo-like image: smooth colour waves, a few blurred shapes, sensor noise."""
+    rng = np.random.RandomState(seed)
+    y, x = np.mgrid[0:h, 0:w] / max(w, h)
+    base = np.zeros((h, w, 3))
+    for c in range(3):
+        a, b, ph = rng.uniform(-2, 2, 3)
+        base[..., c] = 128 + 60 * np.sin(3 * a * x + 3 * b * y + 6 * ph)
+    im = Image.fromarray(base.clip(0, 255).astype("uint8"))
+    draw = ImageDraw.Draw(im)
+    for _ in range(rng.randint(4, 10)):
+        x0, y0 = rng.randint(0, w), rng.randint(0, h)
+        box = (x0, y0, x0 + rng.randint(20, w // 2), y0 + rng.randint(20, h // 2))
+        fill = tuple(int(v) for v in rng.randint(0, 256, 3))
+        (draw.ellipse if rng.randint(2) else draw.rectangle)(box, fill=fill)
+    im = im.filter(ImageFilter.GaussianBlur(1))
+    arr = np.asarray(im).astype(np.float32) + rng.normal(0, 8, (h, w, 3))
+    return Image.fromarray(arr.clip(0, 255).astype("uint8"))
+
+
+def jpeg(im: Image.Image, q: int = 90) -> bytes:
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", quality=q)
+    return buf.getvalue()
+
+
+def variants(im: Image.Image) -> dict:
+    """{name: JPEG bytes} of the edits a near-duplicate check meets."""
+    w, h = im.size
+    return {"resize 50%": jpeg(im.resize((w // 2, h // 2), Image.LANCZOS)),
+            "resize 75%": jpeg(im.resize((w * 3 // 4, h * 3 // 4), Image.LANCZOS)),
+            "recompress q60": jpeg(im, 60),
+            "crop 2.5%/side": jpeg(im.crop((w // 40, h // 40, w - w // 40, h - h // 40))),
+            "crop 5%/side": jpeg(im.crop((w // 20, h // 20, w - w // 20, h - h // 20))),
+            "mirror": jpeg(im.transpose(Image.FLIP_LEFT_RIGHT))}
+
+
+POLICY = ImagePolicy(perceptual_hash=True)
+
+
+def phash(data: bytes) -> int:
+    """The hash as a conversion computes it: from full validation's decode."""
+    return probe_image(data, POLICY).phash
+
+
+def found(a: int, b: int, max_distance: int = quality.DEFAULT_MAX_DISTANCE) -> bool:
+    """Whether the check reports the pair: within the distance and sharing a band."""
+    return quality.hamming(a, b) <= max_distance and quality.first_shared_band(a, b) is not None
+
+
+@pytest.fixture(scope="module")
+def measured():
+    photos = [photo(s) for s in range(60)]
+    base = [phash(jpeg(p)) for p in photos]
+    dist, hit = collections.defaultdict(list), collections.defaultdict(list)
+    for p, h0 in zip(photos, base):
+        for name, data in variants(p).items():
+            h1 = phash(data)
+            dist[name].append(quality.hamming(h0, h1))
+            hit[name].append(found(h0, h1))
+    more = [phash(jpeg(photo(s))) for s in range(60, 200)]
+    distinct = [quality.hamming(a, b) for a, b in itertools.combinations(base + more, 2)]
+    print(f"\nHamming distance to the original (64-bit {quality.HASH_NAME}), 60 photos; found = within "
+          f"{quality.DEFAULT_MAX_DISTANCE} and sharing a band")
+    for name in dist:
+        d = np.array(dist[name])
+        print(f"  {name:16s} median {np.median(d):4.1f}  p90 {np.percentile(d, 90):4.1f}  max {d.max():2d}  "
+              f"found {np.mean(hit[name]):.1%}")
+    d = np.array(distinct)
+    print(f"  distinct photos: {len(d)} pairs, min {d.min()}, median {np.median(d):.0f}, "
+          f"within {quality.DEFAULT_MAX_DISTANCE}: {(d <= quality.DEFAULT_MAX_DISTANCE).sum()}")
+    return dist, hit, d
+
+
+def test_resized_and_recompressed_copies_are_found(measured):
+    _, hit, _ = measured
+    for name in ("resize 50%", "recompress q60"):
+        assert all(hit[name]), name
+    assert np.mean(hit["resize 75%"]) >= 0.95
+    assert np.mean(hit["crop 2.5%/side"]) >= 0.85
+
+
+def test_mirror_images_and_distinct_photos_do_not_match(measured):
+    dist, hit, distinct = measured
+    assert not any(hit["mirror"])  # by design: a mirror image is an augmentation, not a copy
+    assert min(dist["mirror"]) > quality.DEFAULT_MAX_DISTANCE
+    # 19,900 pairs of distinct photos: no false positive at the default threshold
+    assert (distinct <= quality.DEFAULT_MAX_DISTANCE).sum() == 0
+    assert np.median(distinct) >= 28  # ~32 for independent bits
+
+
+def test_hash_is_computed_from_every_decodable_mode():
+    modes = {"L": "PNG", "RGBA": "PNG", "P": "PNG", "RGB": "PNG", "I;16": "PNG", "CMYK": "JPEG"}
+    rgb = photo(3, 64, 48)
+    hashes = {}
+    for mode, fmt in modes.items():
+        im = rgb.convert("L").convert(mode) if mode == "I;16" else rgb.convert(mode)
+        buf = io.BytesIO()
+        im.save(buf, fmt)
+        hashes[mode] = probe_image(buf.getvalue(), POLICY).phash
+        assert 0 <= hashes[mode] < 2 ** 64, mode
+    # Colour modes of the same picture hash alike (the hash is of grey levels).
+    assert quality.hamming(hashes["RGB"], hashes["RGBA"]) <= 2
+    assert quality.hamming(hashes["RGB"], hashes["L"]) <= 4
+
+
+def test_no_hash_without_a_decode():
+    assert probe_image(jpeg(photo(1)), ImagePolicy(perceptual_hash=False)).phash == -1
+    from transforms.core.images import Validation
+    header = ImagePolicy(validation=Validation.HEADER, perceptual_hash=True)
+    assert probe_image(jpeg(photo(1)), header).phash == -1
+
+
+def test_pairs_within_fewer_bits_than_bands_always_share_a_band():
+    rng = random.Random(0)
+    for _ in range(2000):
+        a = rng.getrandbits(64)
+        b = a
+        for bit in rng.sample(range(64), rng.randint(0, quality.BANDS - 1)):
+            b ^= 1 << bit
+        assert quality.first_shared_band(a, b) is not None
+    assert sum(quality.BAND_WIDTHS) == quality.BITS
+
+
+def row(rel, split="train", label="cat", label_id=0, sha="s", phash=0, w=10, h=10):
+    return Row(rel, split, label, label_id, sha, phash, w, h)
+
+
+def test_band_pairs_reports_each_pair_once_and_skips_exact_copies():
+    a = row("a", phash=0b1011 << 60, sha="1")
+    b = row("b", phash=(0b1011 << 60) ^ 0b111, sha="2")       # 3 bits apart: shares bands 0..4
+    c = row("c", phash=(0b1011 << 60) ^ 0b111, sha="2")       # same content as b: exact duplicate
+    far = row("far", phash=(0b1011 << 60) ^ ((1 << 40) - 1), sha="3")
+    members = [far, c, b, a]
+    got = []
+    for band in range(quality.BANDS):
+        pairs, compared = quality.band_pairs(band, members, 8)
+        assert compared
+        got += [(d, x.rel, y.rel) for d, x, y in pairs]
+    assert sorted(got) == [(3, "a", "b"), (3, "a", "c")]
+
+
+def test_duplicate_groups_and_summary():
+    g1 = quality.dup_group("s1", [row("v/x.jpg", "validation", "dog", 1), row("t/x.jpg", "train", "cat", 0)])
+    assert g1["across_splits"] and g1["conflicting_labels"]
+    assert [f["path"] for f in g1["files"]] == ["t/x.jpg", "v/x.jpg"]
+    g2 = quality.dup_group("s2", [row("t/b.jpg"), row("t/a.jpg"), row("t/c.jpg")])
+    assert not g2["across_splits"] and not g2["conflicting_labels"]
+    acc = quality.DupSummary.merge([quality.DupSummary.add(quality.DupSummary.empty(), g1),
+                                    quality.DupSummary.add(quality.DupSummary.empty(), g2)])
+    out = quality.DupSummary.output(acc, "keep_all")
+    assert (out["groups"], out["extra_copies"], out["within_split"], out["across_splits"],
+            out["conflicting_labels"]) == (2, 3, 1, 1, 1)
+    assert [e["sha256"] for e in out["examples"]] == ["s2", "s1"]  # by first path: t/a.jpg < t/x.jpg
+    assert quality.keeper([row("t/b.jpg"), row("t/a.jpg")]) == "t/a.jpg"
+
+
+def test_examples_are_capped_but_everything_is_counted(monkeypatch):
+    monkeypatch.setattr(quality, "MAX_EXAMPLES", 3)
+    acc = quality.DupSummary.empty()
+    for i in reversed(range(10)):
+        acc = quality.DupSummary.add(acc, quality.dup_group(f"s{i}", [row(f"{i}a"), row(f"{i}b")]))
+    out = quality.DupSummary.output(acc, "keep_all")
+    assert out["groups"] == 10 and out["extra_copies"] == 10
+    assert [e["files"][0]["path"] for e in out["examples"]] == ["0a", "1a", "2a"]
+
+
+def test_balance_flags_classes_missing_from_train_and_rare_ones():
+    counts = {("train", "cat"): 50, ("train", "dog"): 3, ("validation", "cat"): 5, ("validation", "owl"): 2}
+    b = quality.balance(counts, min_count=4)
+    assert b["per_split"] == {"train": {"cat": 50, "dog": 3}, "validation": {"cat": 5, "owl": 2}}
+    assert b["missing_from_train"] == {"validation": ["owl"]}
+    assert b["below_min"] == {"train": ["dog", "owl"], "validation": ["dog", "owl"]}
+    assert quality.balance({("all", "x"): 1}, 1)["missing_from_train"] == {}  # no train split: nothing to compare
+
+
+def test_size_histograms_have_fixed_edges_and_count_everything():
+    acc = quality.empty_sizes()
+    for w, h in [(500, 375), (375, 500), (31, 31), (32, 32), (10**6, 1)]:
+        quality.add_sizes(acc, w, h)
+    out = quality.sizes_output(quality.merge_sizes([acc, quality.empty_sizes()]))
+    for key in ("width", "height", "aspect"):
+        assert len(out[key]["edges"]) == len(out[key]["counts"]) + 1
+        assert sum(out[key]["counts"]) == 5
+    assert out["width"]["counts"][0] == 1 and out["width"]["counts"][1] == 1  # 31 < 32 <= 32
+    assert out["width"]["counts"][-1] == 1                                   # 10**6: the last bin
+
+
+def test_stratified_split_gives_each_class_its_fractions_and_moves_few_when_it_grows():
+    ratios = (("train", 0.8), ("validation", 0.2))
+
+    def assign(rels):
+        cuts = quality.stratified_cuts([quality.unit_hash(r, "") for r in rels], ratios)
+        return {r: quality.stratified_split(quality.unit_hash(r, ""), ratios, cuts) for r in rels}
+
+    for n in (1, 2, 5, 10, 37, 1000):
+        got = collections.Counter(assign([f"c/{i}.jpg" for i in range(n)]).values())
+        assert got["validation"] == round(0.2 * n), (n, got)
+    before = assign([f"c/{i}.jpg" for i in range(1000)])
+    after = assign([f"c/{i}.jpg" for i in range(1100)])
+    moved = sum(before[r] != after[r] for r in before)
+    print(f"\nstratified 80/20, a class grown from 1,000 to 1,100 images: {moved} of the 1,000 changed split")
+    assert moved <= 20
+    assert assign([f"c/{i}.jpg" for i in range(1000)]) == before  # deterministic

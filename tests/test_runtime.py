@@ -1,0 +1,58 @@
+"""Where a local run runs (pipelines/runtime.py): a run asked for two workers
+uses two worker processes, whether they are forked from our zygote or started
+by Beam itself (the fallback on a Beam version the zygote was not tested with,
+or with TFRECORDS_FORK_WORKERS=0), and both give the same shards."""
+from __future__ import annotations
+
+import logging
+import os
+import re
+
+import pytest
+
+from conftest import image_bytes, shard_files, write
+
+
+@pytest.fixture
+def many_images(tmp_path):
+    root = str(tmp_path / "images")
+    for c in range(4):
+        for k in range(12):
+            write(os.path.join(root, f"c{c}", f"{k}.jpg"), image_bytes(seed=c * 12 + k))
+    return root
+
+
+def _run_two_workers(root: str, out: str, caplog) -> set:
+    from pipelines.convert import run
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="tfrecords.run"):
+        # --progress on: each worker process reports its work to a file named by its pid
+        assert run(["--input", root, "--output", out, "--num_shards", "8", "--direct_num_workers", "2",
+                    "--progress", "on"]) == 0
+    lines = [r.getMessage() for r in caplog.records if r.name == "tfrecords.run"]
+    found = [int(m.group(1)) for m in (re.search(r"(\d+) worker processes", s) for s in lines) if m]
+    assert found, lines
+    return found[0]
+
+
+@pytest.mark.parametrize("how", ["forked", "beam_own_workers", "untested_beam_version"])
+def test_two_workers_are_two_processes(many_images, tmp_path, monkeypatch, caplog, how):
+    from pipelines import local_worker
+    if how == "beam_own_workers":
+        monkeypatch.setenv("TFRECORDS_FORK_WORKERS", "0")
+    if how == "untested_beam_version":
+        monkeypatch.setattr(local_worker, "TESTED_BEAM_VERSIONS", ("0.0.0",))
+        assert not local_worker.available()
+    out = str(tmp_path / how)
+    assert _run_two_workers(many_images, out, caplog) == 2
+    ref = str(tmp_path / "in_memory")
+    from conftest import convert
+    assert convert("--input", many_images, "--output", ref, "--num_shards", "8") == 0
+    assert [open(f, "rb").read() for f in shard_files(out)] == [open(f, "rb").read() for f in shard_files(ref)]
+
+
+def test_the_zygote_is_only_used_with_a_tested_beam_version(monkeypatch):
+    from pipelines import local_worker
+    assert local_worker.beam_version() in local_worker.TESTED_BEAM_VERSIONS  # the installed Beam is the tested one
+    monkeypatch.setattr(local_worker, "TESTED_BEAM_VERSIONS", ())
+    assert not local_worker.available()

@@ -1,0 +1,85 @@
+"""A local run's record batches wait in spill files, not in the runner
+(transforms/storage/spill.py). The shards, rejects and label map are the same,
+byte for byte, whether the metadata waits in files or in the runner (the path
+a remote runner takes), for every pipeline shape: one or two reads per image,
+a cap per split, a versioned run, a label table."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import convert, image_bytes, make_tree, manifest, read_examples, shard_files, write
+from transforms.core.records import Rec, Reject
+from transforms.storage import spill
+
+
+def _files(out: str) -> dict:
+    names = [os.path.basename(p) for p in shard_files(out)] + ["rejects.jsonl", "label_map.json"]
+    return {n: open(os.path.join(out, n), "rb").read() for n in names}
+
+
+def test_spill_round_trip(tmp_path):
+    recs = [Rec(rel=f"a/{i}.jpg", path=f"/x/a/{i}.jpg", size=i) for i in range(5)]
+    ref = spill.spill(recs, str(tmp_path / "s"))
+    assert isinstance(ref, spill.Spilled) and ref.count == 5
+    assert spill.load(ref) == recs and spill.load(ref) == recs  # read, not consumed
+    assert spill.spill(ref, str(tmp_path / "s")) is ref
+    assert spill.spill(recs, "") == recs  # no folder: the batch itself
+    with spill.SpillWriter(str(tmp_path / "s")) as w:
+        a, b = w.add(recs[:2]), w.add([Reject("x", "missing", "gone")])
+    assert a.path == b.path and spill.load(a) == recs[:2] and spill.load(b)[0].reason == "missing"
+
+
+@pytest.fixture
+def messy_tree(tmp_path):
+    root = str(tmp_path / "imgs")
+    make_tree(root, classes=("cat", "dog", "bird"), per_class=9)
+    write(os.path.join(root, "cat", "broken.jpg"), b"not an image")
+    write(os.path.join(root, "dog", "cut.jpg"), image_bytes(seed=5)[:-40])
+    return root
+
+
+@pytest.mark.parametrize("extra", [
+    ["--num_shards", "4"],
+    ["--num_shards", "3", "--reads_per_image", "2"],
+    ["--split", "train=0.7,validation=0.3", "--max_examples_per_split", "7"],
+])
+def test_same_output_whether_metadata_waits_in_files_or_in_the_runner(messy_tree, tmp_path, extra):
+    outs = {}
+    for mode in ("on", "off"):
+        outs[mode] = str(tmp_path / f"out-{mode}")
+        assert convert("--input", messy_tree, "--output", outs[mode], "--spill", mode, "--max_reject_fraction", "1", *extra,
+                       "--direct_num_workers", "2", in_memory=False) == 0
+    assert _files(outs["on"]) == _files(outs["off"])
+    m = manifest(outs["on"])
+    c = m["counts"]
+    assert c["listed"] == c["written"] + c["rejected"] + c["not_selected"] and c["rejected"] >= 1
+    assert sum(len(read_examples(outs["on"], s)) for s in m["splits"]) == c["written"]
+    assert not [d for d in os.listdir(outs["on"]) if d.startswith(".tfrecords")]  # spill removed with staging
+
+
+def test_same_output_for_a_table_and_a_versioned_rerun(tmp_path):
+    root = str(tmp_path / "imgs")
+    labels = make_tree(root, per_class=5)
+    table = str(tmp_path / "labels.csv")
+    with open(table, "w") as f:
+        f.write("filename,label\n" + "".join(f"{rel},{lab}\n" for rel, lab in sorted(labels.items())))
+    outs = {}
+    for mode in ("on", "off"):
+        out = outs[mode] = str(tmp_path / f"ds-{mode}")
+        for _ in range(2):  # the second run finds nothing changed: the records wait for the fingerprint
+            assert convert("--label_table", table, "--image_root", root, "--output", out, "--versioned",
+                           "--num_shards", "2", "--spill", mode, "--direct_num_workers", "2", in_memory=False) == 0
+        latest = open(os.path.join(out, "LATEST")).read().strip()
+        outs[mode] = os.path.join(out, latest)
+    assert _files(outs["on"]) == _files(outs["off"])
+
+
+def test_spill_on_is_refused_for_a_remote_runner(tmp_path, capsys):
+    root = str(tmp_path / "imgs")
+    make_tree(root, per_class=2)
+    assert convert("--input", root, "--output", str(tmp_path / "o"), "--spill", "on",
+                   "--runner", "DataflowRunner", "--project", "p", "--region", "r",
+                   "--temp_location", "gs://b/t") == 2
+    assert "--spill on is for local runs" in capsys.readouterr().err

@@ -1,0 +1,326 @@
+"""What report.html shows besides the manifest, gathered from an output folder
+(local or gs://), in bounded work: thumbnails of the first records of the
+shards for at most MAX_CLASSES classes (PER_CLASS each), the first rejects of
+each reason with thumbnails of their source files where readable, and
+thumbnails of the duplicate pairs the manifest lists. Every loop is capped
+(records scanned, bytes read, source files opened, a deadline), so a
+1,000-class, 1 M-image output builds its report in seconds; what a cap cut
+short is said in the report's notes.
+
+The page itself is transforms/core/report_html.py. `write_report` writes it
+beside the manifest (the Publish step calls it before writing the manifest,
+and `tfrecords report OUT` rebuilds it).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import time
+from typing import Iterable, Optional
+
+from transforms.core import report_html
+from transforms.core.records import Reason
+from transforms.core.report_html import ReportInputs, Sample, ShownReject, thumbnail
+from transforms.core.specs import OutputFormat, ReadPolicy
+from transforms.core.tfrecord_io import Compression, iter_records
+from transforms.storage import fsutil, layout, reads
+
+REPORT = "report.html"
+MAX_CLASSES = 24                 # classes on the contact sheet
+PER_CLASS = 4                    # thumbnails per class
+MAX_SCAN_RECORDS = 2000          # records read from the shards for thumbnails and sampled sizes
+MAX_SCAN_BYTES = 96 << 20
+MAX_REJECT_LINES = 20_000        # lines of rejects.jsonl read to pick the rejects shown
+PER_REASON = 3
+MAX_REJECTS = 30
+MAX_SOURCE_READS = 200           # input files opened for thumbnails (samples of a check, rejects, duplicates)
+MAX_SOURCE_BYTES = 32 << 20
+DEADLINE_SECONDS = 60.0          # after this, no more reads: the report is built from what was gathered
+# Reasons whose file cannot give a picture, or must not be opened at all
+# (a path outside the root, a FIFO, a decompression bomb, a 71 s decode).
+NO_PREVIEW = {Reason.MISSING, Reason.UNSAFE_PATH, Reason.NOT_A_FILE, Reason.TOO_LARGE, Reason.TOO_MANY_PIXELS,
+              Reason.TOO_COMPLEX, Reason.BAD_ROW, Reason.AMBIGUOUS, Reason.EMPTY}
+_BATCH = 64
+
+log = logging.getLogger(__name__)
+
+
+class Budget:
+    def __init__(self, seconds: float):
+        self.end = time.monotonic() + seconds
+        self.source_reads = 0
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() > self.end
+
+
+def _roles(m: dict) -> dict:
+    roles = dict(m.get("feature_roles") or {})
+    features = m.get("features") or {}
+    return {r: k for r, k in roles.items() if k in features}
+
+
+def _decoder(m: dict, roles: dict):
+    """tfx-bsl's Example decoder (no TensorFlow import) for the few features
+    the report reads."""
+    from tfx_bsl.coders import example_coder
+
+    from transforms.core.features import tfmd_schema
+    wanted = {roles[r]: m["features"][roles[r]] for r in ("encoded", "text", "label", "target", "filename",
+                                                           "sha256", "width", "height") if r in roles}
+    return example_coder.ExamplesToRecordBatchDecoder(tfmd_schema(wanted, required=False).SerializeToString())
+
+
+def _records(output: str, m: dict, entry: dict) -> Iterable[bytes]:
+    path = fsutil.join(output, entry["name"])
+    fmt = OutputFormat(m.get("output_format", OutputFormat.TFRECORD.value))
+    compression = Compression(m.get("compression", "none"))
+    f = fsutil.open_read(path)
+    try:
+        if fmt is OutputFormat.ARRAY_RECORD:
+            from transforms.storage import array_record_io
+            it = array_record_io.records_of(f, path, fmt, compression, drain=False)
+        else:
+            it = iter_records(f, compression)
+        for _, data in it:
+            yield data
+    finally:
+        f.close()
+
+
+def _first(row: dict, key: Optional[str]):
+    v = row.get(key) if key else None
+    return v[0] if v else None
+
+
+def _text(v) -> str:
+    return v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else "" if v is None else str(v)
+
+
+def scan_shards(output: str, m: dict, inputs: ReportInputs, wanted: set, budget: Budget) -> None:
+    """Samples per class from the first records of each split's shards (in
+    shuffle order, so a fair sample), the sizes of every record scanned, and
+    thumbnails of the `wanted` paths met on the way. A damaged shard ends
+    the scan (and raises); what was sampled before it is kept."""
+    roles = _roles(m)
+    if "encoded" not in roles:
+        inputs.notes.append("no thumbnails: the shards hold no image feature (renamed away with --feature_keys)")
+        return
+    decoder = _decoder(m, roles)
+    lm = m.get("label_map") or {}
+    names = {i: n for n, i in (lm.get("classes") or {}).items()}
+    classed = lm.get("kind") in ("class", "int")
+    per_label: dict = {}
+    limit = PER_CLASS if classed else PER_CLASS * 6  # unlabelled or regression: one row of a few more
+
+    def accept(label: str) -> bool:
+        if label in per_label:
+            return len(per_label[label]) < limit
+        return len(per_label) < (MAX_CLASSES if classed else 1)
+
+    def done() -> bool:
+        return wanted <= inputs.thumbs.keys() and (len(per_label) >= (min(MAX_CLASSES, max(len(names), 1)) if classed else 1)
+                               and all(len(v) >= limit for v in per_label.values()))
+
+    scanned = nbytes = 0
+    cut = ""
+    try:
+        for split, s in (m.get("splits") or {}).items():
+            for entry in s.get("shards") or []:
+                if cut or done():
+                    break
+                if not entry.get("records"):
+                    continue
+                batch: list = []
+                for data in itertools.chain(_records(output, m, entry), [None]):
+                    if data is not None:
+                        batch.append(data)
+                        scanned += 1
+                        nbytes += len(data)
+                        if scanned >= MAX_SCAN_RECORDS:
+                            cut = f"{MAX_SCAN_RECORDS:,} records"
+                        elif nbytes >= MAX_SCAN_BYTES:
+                            cut = f"{MAX_SCAN_BYTES >> 20} MB of records"
+                        elif budget.out_of_time():
+                            cut = f"{DEADLINE_SECONDS:g} s"
+                    if batch and (data is None or len(batch) >= _BATCH or cut):
+                        for row in decoder.DecodeBatch(batch).to_pylist():
+                            _take(row, roles, split, names, classed, per_label, accept, wanted, inputs)
+                        batch = []
+                    if cut or data is None or done():
+                        break
+    finally:
+        for samples in per_label.values():
+            inputs.samples += samples
+        inputs.notes.append(f"thumbnails and sampled sizes from the first {scanned:,} records of the shards"
+                            + (f" (stopped at {cut})" if cut else ""))
+    if classed and len(names) > MAX_CLASSES:
+        inputs.notes.append(f"the contact sheet shows {len(per_label):,} of {len(names):,} classes: the first met in "
+                            "the shuffled shards")
+
+
+def _take(row: dict, roles: dict, split: str, names: dict, classed: bool, per_label: dict, accept,
+          wanted: set, inputs: ReportInputs) -> None:
+    path = _text(_first(row, roles.get("filename")))
+    w, h = _first(row, roles.get("width")), _first(row, roles.get("height"))
+    if w is not None and h is not None:
+        inputs.sampled_sizes.append((int(w), int(h)))
+    data = _first(row, roles["encoded"])
+    if data is None:
+        return
+    if path in wanted and path not in inputs.thumbs:
+        inputs.thumbs[path] = thumbnail(data)
+    if classed:
+        text = _first(row, roles.get("text"))
+        lid = _first(row, roles.get("label"))
+        label = _text(text) if text is not None else names.get(lid, "" if lid is None else str(lid))
+        caption = path
+    else:
+        label = ""
+        target = _first(row, roles.get("target"))
+        caption = f"{path} (target {target:g})" if target is not None else path
+    if accept(label):
+        per_label.setdefault(label, []).append(Sample(label, split, caption, thumbnail(data)))
+
+
+def source_path(root: str, rel: str) -> Optional[str]:
+    """Where a record's source file is, if it may be opened: a plain relative
+    path under the input root (never an absolute path, a URL or a '..'
+    escape, which a table may hold and the run rejected as unsafe_path)."""
+    if not root or not rel or "://" in rel or rel.startswith(("/", "\\")) or "\\" in rel:
+        return None
+    if any(p in ("..", "") for p in rel.split("/")):
+        return None
+    return fsutil.join(root, rel)
+
+
+def source_thumbnail(root: str, rel: str, budget: Budget) -> bytes:
+    path = source_path(root, rel)
+    return file_thumbnail(path, budget) if path else b""
+
+
+def file_thumbnail(path: str, budget: Budget) -> bytes:
+    """A thumbnail of an input file (b"" if it cannot be read or decoded, or
+    the budget is spent): only regular files, at most MAX_SOURCE_BYTES."""
+    if budget.source_reads >= MAX_SOURCE_READS or budget.out_of_time():
+        return b""
+    budget.source_reads += 1
+    try:
+        data, _, _ = reads.read_input(path, 0, -1, ReadPolicy(timeout=30.0, max_file_bytes=MAX_SOURCE_BYTES))
+    except Exception:  # gone, unreadable, not a file, too large: no preview
+        return b""
+    return thumbnail(data)
+
+
+def pick_rejects(rows: Iterable) -> list:
+    """A few rejects of each reason, in the order given, from reject dicts
+    ({"path", "reason", "detail", "split"}); at most MAX_REJECTS."""
+    shown: list = []
+    per: dict = {}
+    for r in rows:
+        if len(shown) >= MAX_REJECTS:
+            break
+        if not isinstance(r, dict):
+            continue
+        reason = str(r.get("reason", ""))
+        if per.get(reason, 0) >= PER_REASON:
+            continue
+        per[reason] = per.get(reason, 0) + 1
+        shown.append(r)
+    return shown
+
+
+def first_rejects(path: str) -> list:
+    """pick_rejects of the first MAX_REJECT_LINES lines of a rejects file
+    ([] if there is none)."""
+    try:
+        f = fsutil.open_read(path)
+    except Exception:  # no rejects file: nothing was rejected, or it is not readable here
+        return []
+
+    def rows():
+        for n, line in enumerate(f):
+            if n >= MAX_REJECT_LINES:
+                return
+            try:
+                yield json.loads(line)
+            except ValueError:
+                continue
+
+    with f:
+        return pick_rejects(rows())
+
+
+def wanted_paths(m: dict) -> list:
+    """The files of the duplicate groups and near-duplicate pairs the page shows."""
+    q = m.get("quality") if isinstance(m.get("quality"), dict) else {}
+    out = []
+    for g in ((q.get("duplicates") or {}).get("examples") or [])[:report_html.MAX_SHOWN_GROUPS]:
+        out += [f.get("path") for f in (g.get("files") or [])[:report_html.MAX_FILES_PER_GROUP]]
+    for p in ((q.get("near_duplicates") or {}).get("examples") or [])[:report_html.MAX_SHOWN_GROUPS]:
+        out += [(p.get("a") or {}).get("path"), (p.get("b") or {}).get("path")]
+    return [p for p in dict.fromkeys(out) if isinstance(p, str) and p]
+
+
+def _source_root(m: dict) -> str:
+    return str(((m.get("options") or {}).get("inputs") or {}).get("root") or "")
+
+
+def add_rejects(inputs: ReportInputs, rejects: list, root: str, budget: Budget) -> None:
+    for r in rejects:
+        reason, path = str(r.get("reason", "")), str(r.get("path", ""))
+        previewable = reason not in {x.value for x in NO_PREVIEW}
+        thumb = source_thumbnail(root, path, budget) if previewable else b""
+        inputs.rejects.append(ShownReject(path, reason, str(r.get("detail", "")), str(r.get("split", "")), thumb))
+
+
+def gather(output: str, m: dict, deadline: float = DEADLINE_SECONDS) -> ReportInputs:
+    """The report's inputs from a published output and its manifest `m`."""
+    budget = Budget(deadline)
+    inputs = ReportInputs()
+    wanted = wanted_paths(m)
+    try:
+        scan_shards(output, m, inputs, set(wanted), budget)
+    except Exception as e:  # a damaged shard (verify says which), an unreadable format: report without samples
+        inputs.notes.append(f"the shards could not be sampled: {type(e).__name__}: {str(e)[:300]}")
+    root = _source_root(m)
+    add_rejects(inputs, first_rejects(fsutil.join(output, m.get("rejects_file") or layout.REJECTS)), root, budget)
+    for p in wanted:
+        if p not in inputs.thumbs:
+            inputs.thumbs[p] = source_thumbnail(root, p, budget)
+    if budget.out_of_time():
+        inputs.notes.append(f"gathering stopped after {DEADLINE_SECONDS:g} s; some thumbnails are missing")
+    return inputs
+
+
+def build(output: str, m: dict, deadline: float = DEADLINE_SECONDS) -> str:
+    """report.html's text for a published output."""
+    started = time.monotonic()
+    inputs = gather(output, m, deadline)
+    page = report_html.build_html(m, inputs, title=output)
+    log.info("report for %s built in %.1f s", output, time.monotonic() - started)
+    return page
+
+
+def write_report(output: str, m: dict, deadline: float = DEADLINE_SECONDS) -> dict:
+    """Writes report.html into `output`; returns what the manifest notes of it."""
+    started = time.monotonic()
+    fsutil.write_bytes(fsutil.join(output, REPORT), build(output, m, deadline).encode("utf-8"))
+    return {"file": REPORT, "seconds": round(time.monotonic() - started, 2)}
+
+
+def write_report_safely(output: str, m: dict, deadline: float = DEADLINE_SECONDS) -> dict:
+    """write_report, for the publish step: a report that cannot be built or
+    written never fails the run. The failure is logged and noted (the
+    manifest's "report": {"file": null, "error": ...}), and a report.html of
+    an earlier run is removed so that it cannot pass for this one's."""
+    try:
+        return write_report(output, m, deadline)
+    except Exception as e:  # any failure of an optional extra: log and go on
+        log.warning("report.html of %s not written: %s: %s", output, type(e).__name__, e)
+        try:
+            fsutil.delete([fsutil.join(output, REPORT)])
+        except Exception:  # the folder may be unwritable: the note still says there is no report
+            pass
+        return {"file": None, "error": f"{type(e).__name__}: {str(e)[:300]}"}
