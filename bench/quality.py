@@ -34,9 +34,10 @@ from bench.run import child_env
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def convert_cmd(train: str, out: str, quality: str, shards: int) -> list:
-    return [sys.executable, "-m", "pipelines.convert", "--input", train, "--output", out, "--validate", "full",
-            "--progress", "off", "--overwrite", "--num_shards", str(shards), "--quality", quality]
+def convert_cmd(train: str, out: str, quality: str, shards: int, near: str = "") -> list:
+    cmd = [sys.executable, "-m", "pipelines.convert", "--input", train, "--output", out, "--validate", "full",
+           "--progress", "off", "--overwrite", "--num_shards", str(shards), "--quality", quality]
+    return cmd + (["--near_duplicates", near] if near and quality == "on" else [])
 
 
 def hash_cost(train: str, n: int = 500, passes: int = 5) -> dict:
@@ -73,6 +74,7 @@ def main(argv=None) -> None:
     ap.add_argument("--size", type=int, default=2500)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--shards", type=int, default=8)
+    ap.add_argument("--near_duplicates", default="", help="passed to the runs with checks on (default: convert's)")
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "bench", "data"))
     ap.add_argument("--quiet-cores", type=float, default=0.5, help="wait for the rest of the machine to use less")
     ap.add_argument("--max-wait", type=float, default=30.0)
@@ -90,7 +92,7 @@ def main(argv=None) -> None:
             for setting in (("on", "off") if r % 2 == 0 else ("off", "on")):
                 out = os.path.join(tmp, setting)
                 procmon.wait_quiet(a.quiet_cores, a.max_wait)
-                res = procmon.run_measured(convert_cmd(train, out, setting, a.shards), cwd=ROOT, env=env)
+                res = procmon.run_measured(convert_cmd(train, out, setting, a.shards, a.near_duplicates), cwd=ROOT, env=env)
                 if res.get("returncode", 0) != 0:
                     raise SystemExit(f"conversion failed: {res}")
                 runs[setting].append({"wall": res["wall_s"], "cpu": res["cpu_s"]})
@@ -124,7 +126,8 @@ def main(argv=None) -> None:
         print(f"found: {d['groups']} exact-duplicate groups, {nd.get('pairs')} near-duplicate pairs within "
               f"{nd.get('max_distance')} bits (the tree crops a few source photos)")
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "images": n, "bytes": nbytes, "shards": a.shards, "repeats": a.repeats, "summary": summary,
+              "images": n, "bytes": nbytes, "shards": a.shards, "repeats": a.repeats,
+              "near_duplicates": a.near_duplicates or "default", "summary": summary,
               "wall_difference": diff_wall, "cpu_difference": diff_cpu, "hash_cost_us": cost,
               "quality_counts": {"duplicate_groups": q.get("duplicates", {}).get("groups"),
                                  "near_pairs": q.get("near_duplicates", {}).get("pairs")}}

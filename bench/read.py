@@ -20,9 +20,11 @@ Storage:
   the first block while fetching the next). TensorFlow's GCS filesystem has
   its endpoint compiled in, so it cannot be pointed at our emulator and
   latency proxy (tests/gcs_proxy.py); this is the simplest honest stand-in.
-  Bandwidth is not limited. A blocking read holds one thread of tf.data's
-  thread pool (one per core by default), so the "64 reads in flight" row
-  also gives the pipeline a private pool of 64 threads.
+  Bandwidth is not limited. A file's blocking read holds one thread of
+  tf.data's thread pool (one per core by default), so the "64 reads in
+  flight" row also gives the pipeline a private pool of 64 threads; a
+  shard's read holds one of the interleave's own threads, and its simulated
+  wait (a py_function, which needs a pool thread) gets a 64-thread pool too.
 
 Measured per run: images/s over --max_seconds of reading, repeating the
 dataset (each epoch reopens its files), from the first batch on (pipeline
@@ -99,12 +101,25 @@ def build(tf, kind: str, paths: list, latency: float, decode: bool, cycle: int =
         ds = tf.data.Dataset.from_tensor_slices((paths, [max(1, math.ceil(s / BLOCK)) for s in sizes]))
 
         def open_shard(path, requests):
-            if latency:
-                path = wait(path, requests)
-            return tf.data.TFRecordDataset(path, compression_type=compression)
+            if not latency:
+                return tf.data.TFRecordDataset(path, compression_type=compression)
+            # The wait is a step of the shard's own dataset, so it runs when the
+            # interleave's worker thread first reads from it (in parallel, as a real
+            # reader waits for its first bytes), not when the interleave creates it
+            # (one shard after another).
+            return (tf.data.Dataset.from_tensors((path, requests)).map(wait)
+                    .flat_map(lambda p: tf.data.TFRecordDataset(p, compression_type=compression)))
         ds = ds.interleave(open_shard, cycle_length=cycle, num_parallel_calls=autotune, deterministic=False)
         ds = ds.map(lambda r: finish(tf.io.parse_single_example(r, feature)["image/encoded"]),
                     num_parallel_calls=autotune, deterministic=False)
+        if latency:
+            # A real shard read blocks one of the interleave's own worker threads
+            # (cycle_length of them). The simulated wait is a py_function, which runs on
+            # tf.data's pool (one thread per core): a 64-thread pool keeps that from
+            # being the limit.
+            options = tf.data.Options()
+            options.threading.private_threadpool_size = 64
+            ds = ds.with_options(options)
     else:
         ds = tf.data.Dataset.from_tensor_slices(paths)
         if latency:

@@ -19,6 +19,7 @@ from transforms.core.images import Validation
 from transforms.core.specs import QUALITY, RECORDS, REJECTS, STATS, PublishSpec
 from transforms.stages.assign_labels import AssignLabels
 from transforms.stages.check_quality import CheckQuality
+from transforms.stages.check_report import CheckReport, quality_rows
 from transforms.stages.drop_duplicates import DropDuplicates
 from transforms.stages.list_inputs import ListInputs
 from transforms.stages.plan_shards import PlanShards
@@ -63,13 +64,16 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "",
         # [Rec], one per content; rejects (duplicate_content); stats (not_selected); groups; removed
         records = dedup[RECORDS]
     if out.check_only:  # `tfrecords check`: report.html and check.json, no shards, no manifest (pipelines/check.py)
-        from pipelines.check import CheckReport
         pcs = {"rejects": (listed.get(REJECTS), labeled[REJECTS], split[REJECTS], valid_rejects, dedup.get(REJECTS)),
                "stats": (listed[STATS], split.get(STATS), dedup.get(STATS))}
         inputs = {k: [pc for pc in v if pc is not None] | f"Check{k.title()}" >> beam.Flatten() for k, v in pcs.items()}
-        inputs.update(records=records, label_map=labeled["label_map"], **{k: dedup[k] for k in ("groups", "removed")
-                                                                          if dedup})
-        inputs | "CheckReport" >> CheckReport(cfg, why_not_near(cfg), __version__)
+        inputs.update(records=records, label_map=labeled["label_map"])
+        if cfg.quality.enabled:
+            checks = {"rows": records | "QualityRows" >> beam.Map(quality_rows),
+                      **{k: dedup[k] for k in ("groups", "removed") if dedup}}
+            inputs["quality"] = checks | "CheckQuality" >> CheckQuality(cfg.quality, labeled["label_map"],
+                                                                        why_not_near(cfg), spill_dir)
+        inputs | "CheckReport" >> CheckReport(cfg, __version__)
         return
     planned = records | "PlanShards" >> PlanShards(cfg.shards, spill_dir)
     # ((split, index, num_shards), [[(position, Rec)]]); plans: singleton {split: SplitPlan}

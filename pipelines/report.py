@@ -7,19 +7,8 @@ import time
 
 from transforms.core.specs import LabelType
 from transforms.storage import fsutil, layout
+from transforms.core.units import human_bytes, plural  # noqa: F401 (re-exported)
 from transforms.storage.progress import read_totals, reporting_pids
-
-
-def plural(n: int, word: str, many: str = "") -> str:
-    return f"{n:,} {word if n == 1 else many or word + 's'}"
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
 
 
 class TracebackFilter:
@@ -135,12 +124,8 @@ def print_summary(output: str, seconds: float, out=None) -> None:
             # The count asked for is kept (file names promise -of-N), but say so.
             print(f"warning: split {name}: {plural(s['num_shards'], 'shard')} for {plural(s['records'], 'record')}; "
                   f"{plural(empty, 'shard')} {'is' if empty == 1 else 'are'} empty", file=sys.stderr)
-    line = (f"listed {c['listed']:,} = written {c['written']:,} + rejected {c['rejected']:,}"
-            + (f" + not selected {c['not_selected']:,}" if c["not_selected"] else ""))
-    print(line, file=out)
-    if m["rejects_by_reason"]:
-        reasons = ", ".join(f"{k} {v:,}" for k, v in m["rejects_by_reason"].items())
-        print(f"rejected by reason: {reasons} (details: {fsutil.join(output, layout.REJECTS)})", file=out)
+    for line in count_lines(c, "written", m["rejects_by_reason"], fsutil.join(output, layout.REJECTS)):
+        print(line, file=out)
     excluded = c.get("excluded") or {}
     if excluded:
         print("not listed: " + ", ".join(f"{k} {v:,}" for k, v in excluded.items()), file=out)
@@ -150,3 +135,14 @@ def print_summary(output: str, seconds: float, out=None) -> None:
               f"{fsutil.join(output, layout.LABEL_MAP)}", file=out)
     elif lm["kind"] == LabelType.FLOAT:
         print("labels: float regression targets (image/target)", file=out)
+
+
+def count_lines(c: dict, kept: str, by_reason: dict, rejects_path: str) -> list:
+    """The reconciliation line (listed = kept + rejected [+ not selected])
+    and the rejects by reason."""
+    lines = [f"listed {c['listed']:,} = {kept} {c[kept]:,} + rejected {c['rejected']:,}"
+             + (f" + not selected {c['not_selected']:,}" if c["not_selected"] else "")]
+    if by_reason:
+        reasons = ", ".join(f"{k} {v:,}" for k, v in by_reason.items())
+        lines.append(f"rejected by reason: {reasons} (details: {rejects_path})")
+    return lines

@@ -11,6 +11,7 @@ here; adding a feature is adding a row (and its test).
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, NamedTuple, Optional
 
 from transforms.core.example_codec import BYTES, FLOAT, INT64
@@ -76,6 +77,7 @@ FEATURES = (
 DEFAULT_KEYS = {f.role: f.key for f in FEATURES}   # role -> default key
 
 
+@functools.lru_cache(maxsize=None)
 def features_for(label_kind, resized: bool = False) -> tuple:
     """The rows every record carries for this label kind (LabelType or its
     value); `resized`: the run resizes (--resize_*)."""

@@ -7,6 +7,7 @@ read in the step that writes each shard, never shuffled through the runner.
 from __future__ import annotations
 
 import enum
+import json
 import pickle
 from typing import NamedTuple, Optional
 
@@ -121,3 +122,9 @@ class ShardResult(NamedTuple):
     label_counts: tuple  # ((label_id, count), ...) sorted
     index_temp_path: str = ""  # --index_files: the shard's index in the staging folder ("" without)
     index_bytes: int = 0
+
+
+def rejects_jsonl(rejects: list) -> bytes:
+    """rejects.jsonl: one JSON object per reject, in path order."""
+    rows = sorted(rejects, key=lambda r: (r.rel, r.reason, r.detail))
+    return "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in rows).encode("utf-8", "surrogateescape")

@@ -24,6 +24,7 @@ from typing import Iterable, NamedTuple, Optional
 from PIL import Image, ImageOps
 
 from transforms.core import quality
+from transforms.core.units import human_bytes, plural
 
 THUMB_PX = 112               # a thumbnail's longer side
 MAX_THUMB_SOURCE_PIXELS = 50_000_000   # larger images get no thumbnail (decompression bombs)
@@ -228,18 +229,6 @@ def _names(items: list) -> str:
     return shown + (f", ... ({len(items):,} in all)" if len(items) > MAX_LIST else "")
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
-
-
-def _human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
-
-
 def _classes(m: dict, per_split: dict) -> list:
     """Class names in id order (the label map's), then any others by name."""
     lm = m.get("label_map") or {}
@@ -263,13 +252,13 @@ def _warnings(m: dict, check: bool) -> list:
     out = []
     d = q.get("duplicates") or {}
     if d.get("across_splits"):
-        out.append(f"{_plural(d['across_splits'], 'group')} of identical images span splits: the same image is in "
+        out.append(f"{plural(d['across_splits'], 'group')} of identical images span splits: the same image is in "
                    "training and evaluation data")
     if d.get("conflicting_labels"):
-        out.append(f"{_plural(d['conflicting_labels'], 'group')} of identical images carry different labels")
+        out.append(f"{plural(d['conflicting_labels'], 'group')} of identical images carry different labels")
     nd = q.get("near_duplicates") or {}
     if nd.get("across_splits"):
-        out.append(f"{_plural(nd['across_splits'], 'near-duplicate pair')} span splits")
+        out.append(f"{plural(nd['across_splits'], 'near-duplicate pair')} span splits")
     b = q.get("balance") or {}
     for split, names in sorted((b.get("missing_from_train") or {}).items()):
         out.append(f"split {_e(split)} has {len(names):,} classes that train lacks: {_names(names)}")
@@ -310,7 +299,7 @@ def _summary(m: dict, check: bool) -> str:
     for name, s in (m.get("splits") or {}).items():
         row = [_e(name), f"{s.get('records', 0):,}", f"{len(s.get('label_counts') or {}):,}"]
         if not check:
-            row += [f"{s.get('num_shards', 0):,}", _human_bytes(s.get("bytes", 0)), _e(s.get("pattern", ""))]
+            row += [f"{s.get('num_shards', 0):,}", human_bytes(s.get("bytes", 0)), _e(s.get("pattern", ""))]
         rows.append(row)
     head = ["split", "records" if not check else "valid records", "classes"]
     if not check:

@@ -27,7 +27,8 @@ from transforms.core.records import pack
 from transforms.core.specs import QualitySpec
 from transforms.storage import spill
 
-EXACT, NEAR, DUPS, FIGURES, REMOVED = "exact", "near", "dups", "figures", "removed"
+EXACT, NEAR, DUPS, DUPS_ACC, NEAR_ACC, FIGURES, REMOVED = (
+    "exact", "near", "dups", "dups_acc", "near_acc", "figures", "removed")
 # Few group keys: a shard's rows travel as one element per key (elements cost the runner ~35 us each),
 # and a group holds 1/16 (exact) or 1/48 (near) of the rows, a few MB at a million images.
 SHA_BUCKET_CHARS = 1   # 16 groups by the sha256's first hex digit
@@ -68,30 +69,37 @@ class _ScatterFn(beam.DoFn):
 
 
 def check_group(key, batches, max_distance: int):
-    """(DUPS, group) for each exact-duplicate group among rows whose sha256
-    starts alike; (NEAR, pair) for each near-duplicate pair among rows
-    sharing a band's top bits."""
+    """The exact-duplicate groups among rows whose sha256 starts alike, or
+    the near-duplicate pairs among rows sharing a band's top bits, summed
+    here into one partial summary (DUPS_ACC or NEAR_ACC): a dataset with
+    many pairs does not pay an element per pair."""
     rows = [r for b in batches for r in spill.load(b)]
     if key[0] == EXACT:
         by_sha = collections.defaultdict(list)
         for r in rows:
             by_sha[r.sha256].append(r)
+        acc = quality.DupSummary.empty()
         for sha, rs in sorted(by_sha.items()):
             if len(rs) > 1:
-                yield DUPS, quality.dup_group(sha, rs)
+                acc = quality.DupSummary.add(acc, quality.dup_group(sha, rs))
+        if acc[0]:
+            yield DUPS_ACC, acc
         return
     band = key[1]
     by_value = collections.defaultdict(list)
     for r in rows:
         by_value[quality.band_value(r.phash, band)].append(r)
+    acc = quality.NearSummary.empty()
     for _, rs in sorted(by_value.items()):
         if len(rs) < 2:
             continue
         pairs, compared = quality.band_pairs(band, rs, max_distance)
         if not compared:
-            yield NEAR, {"skipped_bucket": len(rs)}
+            acc = quality.NearSummary.add(acc, {"skipped_bucket": len(rs)})
         for d, a, b in pairs:
-            yield NEAR, quality.pair_entry(d, a, b)
+            acc = quality.NearSummary.add(acc, quality.pair_entry(d, a, b))
+    if acc[0] or acc[2]:
+        yield NEAR_ACC, acc
 
 
 class _AllCombine(beam.CombineFn):
@@ -106,8 +114,10 @@ class _AllCombine(beam.CombineFn):
         kind, value = part
         if kind == DUPS:
             acc[0] = quality.DupSummary.add(acc[0], value)
-        elif kind == NEAR:
-            acc[1] = quality.NearSummary.add(acc[1], value)
+        elif kind == DUPS_ACC:
+            acc[0] = quality.DupSummary.merge([acc[0], value])
+        elif kind == NEAR_ACC:
+            acc[1] = quality.NearSummary.merge([acc[1], value])
         elif kind == FIGURES:
             acc[2].update(value[0])
             acc[3] = quality.merge_sizes([acc[3], value[1]])

@@ -32,7 +32,7 @@ import apache_beam as beam
 from transforms.core import resize, tfds_metadata
 from transforms.core.errors import ConversionError
 from transforms.core.features import feature_roles, feature_schema, tfmd_schema
-from transforms.core.records import ShardResult
+from transforms.core.records import ShardResult, rejects_jsonl
 from transforms.core.specs import PublishSpec
 from transforms.storage import fsutil, layout, report_data, run_lock, spill
 
@@ -125,11 +125,6 @@ def _shard_entry(s: ShardResult) -> dict:
     if s.index_temp_path:
         entry["index"] = layout.index_name(s.name)
     return entry
-
-
-def rejects_jsonl(rejects: list) -> bytes:
-    rows = sorted(rejects, key=lambda r: (r.rel, r.reason, r.detail))
-    return "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in rows).encode("utf-8", "surrogateescape")
 
 
 def label_map_json(label_map) -> bytes:

@@ -1,0 +1,213 @@
+"""Stage CheckReport, for `tfrecords check` (pipelines/check.py): in place of
+PlanShards, WriteShards and Publish, it counts and samples the validated
+records and writes the check's files once: report.html, check.json (the
+manifest's figures for a run that wrote nothing) and check-rejects.jsonl.
+
+Input:  {"records": validated [Rec] batches, "rejects": [Reject] batches,
+         "stats": (name, count), "label_map": singleton, optionally
+         "quality": singleton (CheckQuality's section)}
+Output: the check's figures (a singleton), once written
+"""
+from __future__ import annotations
+
+import collections
+import datetime
+import json
+import logging
+from typing import Optional
+
+import apache_beam as beam
+
+from transforms.core import quality, report_html
+from transforms.core.records import Batch, rejects_jsonl
+from transforms.core.report_html import ReportInputs, Sample
+from transforms.storage import fsutil, report_data, run_lock, spill
+
+CHECK_FORMAT = "tfrecord-pipelines/check/v1"
+CHECK_JSON = "check.json"
+CHECK_REJECTS = "check-rejects.jsonl"
+
+log = logging.getLogger(__name__)
+
+
+# ---- what the graph gathers ----------------------------------------------------------------------------------------
+
+
+def _order(label_id) -> tuple:
+    return (label_id is not None, label_id if label_id is not None else 0)
+
+
+class SampleCombine(beam.CombineFn):
+    """Up to PER_CLASS records of each of the first MAX_CLASSES class ids (one
+    group for float or no labels, a few more records): those with the
+    smallest shuffle keys, so the sample is random and the same on every
+    runner. The accumulator never holds more than MAX_CLASSES groups."""
+
+    def __init__(self, max_classes: int = report_data.MAX_CLASSES, per_class: int = report_data.PER_CLASS):
+        self._max, self._per = max_classes, per_class
+
+    def create_accumulator(self):
+        return {}
+
+    def _trim(self, acc: dict) -> dict:
+        for k in sorted(acc, key=_order)[self._max:]:
+            del acc[k]
+        per = self._per if any(k is not None for k in acc) else self._per * 6
+        return {k: sorted(v)[:per] for k, v in acc.items()}
+
+    def add_input(self, acc, batch):
+        for r in spill.load(batch):
+            acc.setdefault(r.label_id, []).append((r.key, r.rel, r.path, r.split or "", r.label_text, r.target,
+                                                   r.width, r.height))
+        return self._trim(acc)
+
+    def merge_accumulators(self, accs):
+        out: dict = {}
+        for a in accs:
+            for k, v in a.items():
+                out.setdefault(k, []).extend(v)
+        return self._trim(out)
+
+    def extract_output(self, acc):
+        return acc
+
+
+def _count(batch) -> collections.Counter:
+    """Valid records per (split, label id); label id None for float or no labels."""
+    return collections.Counter((r.split or "", r.label_id) for r in spill.load(batch))
+
+
+def _sum_counters(counters) -> collections.Counter:
+    out = collections.Counter()
+    for c in counters:
+        out.update(c)
+    return out
+
+
+def quality_rows(batch) -> Batch:
+    """quality.Row of each validated record, for CheckQuality (the writer
+    emits these in a conversion; here validation's sha256 and hash are used)."""
+    return Batch(quality.Row(r.rel, r.split or "", r.label_text, r.label_id, r.sha256, r.phash, r.width, r.height)
+                 for r in spill.load(batch))
+
+
+class CheckReport(beam.PTransform):
+    """Inputs: "records" (validated [Rec] batches, with sha256), "rejects"
+    ([Reject] batches), "stats" ((name, count)), "label_map" (singleton), optionally
+    "groups" and "removed" (DropDuplicates'). Writes the check's files once."""
+
+    def __init__(self, cfg, tool_version: str = ""):
+        super().__init__()
+        self._cfg = cfg
+        self._tool_version = tool_version
+
+    def expand(self, inputs):
+        cfg, side = self._cfg, beam.pvalue
+        records = inputs["records"]
+        rejects = inputs["rejects"]
+        stats = inputs["stats"] | "SumStats" >> beam.CombinePerKey(sum)
+        counts = records | "Count" >> beam.Map(_count) | "Counts" >> beam.CombineGlobally(_sum_counters)
+        samples = records | "Sample" >> beam.CombineGlobally(SampleCombine())
+        extra = [side.AsSingleton(inputs["quality"])] if "quality" in inputs else []
+        settings = (cfg.output, cfg.describe(), cfg.max_reject_fraction, self._tool_version)
+        return (records.pipeline
+                | "Once" >> beam.Create([None])
+                | "WriteCheck" >> beam.Map(
+                    lambda _, rj, st, lm, ct, sm, q=None: write_check(settings, rj, st, lm, ct, sm, q),
+                    side.AsList(rejects), side.AsDict(stats), side.AsSingleton(inputs["label_map"]),
+                    side.AsSingleton(counts), side.AsSingleton(samples), *extra))
+
+
+# ---- the check's files ---------------------------------------------------------------------------------------------
+
+
+def check_figures(out, options: dict, tool_version: str, rejects: list, stats: dict, label_map, counts: dict,
+                  quality_section: Optional[dict]) -> dict:
+    """check.json: the manifest's figures for a run that wrote nothing."""
+    names = {i: n for n, i in label_map.ids}
+    splits: dict = {}
+    for (split, label_id), n in sorted(counts.items(), key=lambda kv: (kv[0][0], _order(kv[0][1]))):
+        s = splits.setdefault(split, {"records": 0, "label_counts": {}})
+        s["records"] += n
+        if label_id is not None:
+            s["label_counts"][names.get(label_id, str(label_id))] = n
+    valid = sum(counts.values())
+    listed, not_selected = stats.get("listed", 0), stats.get("not_selected", 0)
+    by_reason = collections.Counter(r.reason for r in rejects)
+    figures = {
+        "format": CHECK_FORMAT,
+        "tool_version": tool_version,
+        "run_id": out.run_id,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "counts": {"listed": listed, "valid": valid, "rejected": len(rejects), "not_selected": not_selected,
+                   "excluded": {k.split("/", 1)[1]: v for k, v in sorted(stats.items()) if k.startswith("excluded/")}},
+        "rejects_by_reason": dict(sorted(by_reason.items())),
+        "rejects_file": CHECK_REJECTS,
+        "splits": dict(sorted(splits.items())),
+        "label_map": label_map.to_json(),
+        "options": options,
+    }
+    figures["quality"] = quality_section  # None: --quality off
+    return figures
+
+
+def reconciles(figures: dict) -> bool:
+    c = figures["counts"]
+    return c["listed"] == c["valid"] + c["rejected"] + c["not_selected"]
+
+
+def report_inputs(figures: dict, samples: dict, rejects: list, label_map) -> ReportInputs:
+    """Thumbnails from the input files themselves: the sampled records, the
+    first rejects of each reason, the files of the duplicates shown."""
+    budget = report_data.Budget(report_data.DEADLINE_SECONDS)
+    inputs = ReportInputs()
+    names = {i: n for n, i in label_map.ids}
+    for label_id in sorted(samples, key=_order):
+        for _, rel, path, split, text, target, w, h in samples[label_id]:
+            label = names.get(label_id, text or str(label_id)) if label_id is not None else ""
+            caption = f"{rel} (target {target:g})" if target is not None else rel
+            inputs.samples.append(Sample(label, split, caption, report_data.file_thumbnail(path, budget)))
+            inputs.sampled_sizes.append((w, h))
+    root = str(figures["options"].get("inputs", {}).get("root", ""))
+    shown = report_data.pick_rejects(r.to_json() for r in sorted(rejects, key=lambda r: (r.rel, r.reason, r.detail)))
+    report_data.add_rejects(inputs, shown, root, budget)
+    for p in report_data.wanted_paths(figures):
+        inputs.thumbs[p] = report_data.source_thumbnail(root, p, budget)
+    if len(label_map.ids) > report_data.MAX_CLASSES:
+        inputs.notes.append(f"the samples show the first {report_data.MAX_CLASSES} of {len(label_map.ids):,} classes "
+                            "by id")
+    if budget.out_of_time():
+        inputs.notes.append(f"reading thumbnails stopped after {report_data.DEADLINE_SECONDS:g} s")
+    return inputs
+
+
+def write_check(settings: tuple, rejects: list, stats: dict, label_map, counts: dict, samples: dict,
+                quality_section: Optional[dict] = None) -> dict:
+    out, options, max_reject_fraction, tool_version = settings
+    rejects = [r for b in rejects for r in spill.load(b)]
+    try:
+        figures = check_figures(out, options, tool_version, rejects, stats, label_map, counts, quality_section)
+        if not reconciles(figures):
+            c = figures["counts"]
+            raise RuntimeError(f"counts do not reconcile: listed {c['listed']} != valid {c['valid']} + rejected "
+                               f"{c['rejected']} + not selected {c['not_selected']}")
+        listed = figures["counts"]["listed"]
+        figures["would_publish"] = not listed or len(rejects) / listed <= max_reject_fraction
+        figures["max_reject_fraction"] = max_reject_fraction
+        try:
+            page = report_html.build_html(figures, report_inputs(figures, samples, rejects, label_map), check=True,
+                                          title=out.output)
+            figures["report"] = {"file": report_data.REPORT}
+        except Exception as e:  # the figures and rejects are still worth writing
+            log.warning("report.html not built: %s: %s", type(e).__name__, e)
+            page, figures["report"] = None, {"file": None, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        run_lock.check(out.lock_dir, out.run_id)  # a run whose lock was taken over writes nothing
+        fsutil.write_bytes(fsutil.join(out.output, CHECK_REJECTS), rejects_jsonl(rejects))
+        if page is not None:
+            fsutil.write_bytes(fsutil.join(out.output, report_data.REPORT), page.encode("utf-8"))
+        text = json.dumps(figures, indent=1, ensure_ascii=False) + "\n"
+        fsutil.write_bytes(fsutil.join(out.output, CHECK_JSON), text.encode("utf-8", "surrogateescape"))
+    finally:
+        if out.job_ends_run:  # a remote job the launcher does not wait for ends its own run
+            run_lock.release(out.lock_dir, out.run_id)
+    return figures
