@@ -3,6 +3,7 @@ what it saves in shard bytes, and what it gains when training reads them.
 
     python -m bench.resize                      # 200 photos of 3000-4000 px, 3 repeats (~10 min on 2 cores)
     python -m bench.resize --images 100 --repeats 1
+    python -m bench.resize --reuse              # only the draft and read figures, on the last run's outputs
 
 1. Photos. `--images` large JPEGs (longer side 3000-4000 px, 4:3, 3:2 or
    16:9, a third of them portrait, quality 85-95, ~2-5 MB like a phone's)
@@ -24,7 +25,8 @@ what it saves in shard bytes, and what it gains when training reads them.
 4. Reading. For each variant's shards, the read benchmark's pipeline
    (bench/read.py: tf.data, parse -> decode_image -> resize to 224x224 ->
    batches of 64, AUTOTUNE, warm page cache): images/s and CPU ms per image,
-   medians of `--read-repeats` passes after a warm-up pass.
+   medians of `--read-repeats` passes after a warm-up pass, each stopped
+   after `--read-seconds` (a full-size photo costs ~100x a small one).
 
 Everything goes to bench/results/resize-<date>.json.
 """
@@ -195,7 +197,7 @@ def draft_difference(with_draft: str, without: str) -> dict:
             "p99_abs": round(statistics.median(p99), 1), "max_abs": round(worst, 1)}
 
 
-def read_rate(files: list, passes: int) -> dict:
+def read_rate(files: list, passes: int, max_seconds: float) -> dict:
     """The read benchmark's figure (bench/read.py, warm local shards): tf.data
     parse + decode_image + 224x224 resize, batches of 64; images/s and CPU ms
     per image from the first batch on, medians of `passes` after a warm-up."""
@@ -203,8 +205,9 @@ def read_rate(files: list, passes: int) -> dict:
 
     from bench import read as read_bench
     warm(files)
-    read_bench.measure(read_bench.build(tf, "shards", files, 0.0, True), 600.0)
-    runs = [read_bench.measure(read_bench.build(tf, "shards", files, 0.0, True), 600.0) for _ in range(passes)]
+    read_bench.measure(read_bench.build(tf, "shards", files, 0.0, True), max_seconds)
+    runs = [read_bench.measure(read_bench.build(tf, "shards", files, 0.0, True), max_seconds)
+            for _ in range(passes)]
     return {"images": runs[0]["images"] + runs[0]["first_batch"],
             "images_per_s": round(statistics.median(r["images_per_s"] for r in runs), 1),
             "cpu_ms_per_image": round(statistics.median(r["cpu_ms_per_image"] for r in runs), 2),
@@ -219,6 +222,10 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--read-repeats", type=int, default=3)
+    ap.add_argument("--read-seconds", type=float, default=30.0,
+                    help="stop each read pass after this long (images/s over what was read)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="no conversions: draft and read figures of the outputs a previous run left")
     ap.add_argument("--num-shards", type=int, default=8)
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help="comma list of: " + ", ".join(f"{k} ({' '.join(v) or 'no resize'})"
@@ -236,7 +243,7 @@ def main(argv=None) -> None:
     warm([os.path.join(dp, f) for dp, _, fs in os.walk(data["full"]) for f in fs])
     work = os.path.join(a.data_dir, "resize-out")
     runs = []
-    for rep in range(a.repeats):
+    for rep in range(0 if a.reuse else a.repeats):
         for v in variants:
             for part in ("half", "full"):
                 r = convert(data[part], os.path.join(work, f"{v}-{part}"), VARIANTS[v], a.num_shards)
@@ -246,7 +253,7 @@ def main(argv=None) -> None:
                     f"out {r['bytes_out'] / 1e6:7.1f} MB")
     n, n_half = data["images"], data["half_images"]
     results = {}
-    for v in variants:
+    for v in (() if a.reuse else variants):
         med = {part: {k: statistics.median(r[k] for r in runs if r["variant"] == v and r["part"] == part)
                       for k in ("wall_s", "cpu_s", "bytes_out")} for part in ("half", "full")}
         d_cpu = med["full"]["cpu_s"] - med["half"]["cpu_s"]
@@ -258,10 +265,13 @@ def main(argv=None) -> None:
             "cpu_ms_per_image": round(1000 * d_cpu / (n - n_half), 1),
             "bytes_out": med["full"]["bytes_out"], "kb_per_image": round(med["full"]["bytes_out"] / n / 1e3, 1),
         }
+    for v in variants:
+        results.setdefault(v, {"flags": " ".join(VARIANTS[v])})
     drafts = {f"{x} vs {y}": draft_difference(os.path.join(work, f"{x}-full"), os.path.join(work, f"{y}-full"))
               for x, y in DRAFT_PAIRS if x in variants and y in variants}
     for v in variants:
-        results[v]["read"] = read_rate(shard_paths(os.path.join(work, f"{v}-full")), a.read_repeats)
+        results[v]["read"] = read_rate(shard_paths(os.path.join(work, f"{v}-full")), a.read_repeats,
+                                       a.read_seconds)
         log(f"read {v}: {results[v]['read']['images_per_s']} images/s")
 
     print(f"\n{n} photos, {data['bytes'] / 1e6:.0f} MB, longer side {a.min_side}-{a.max_side} px; "
@@ -269,9 +279,12 @@ def main(argv=None) -> None:
     print(f"{'variant':22s} {'img/s':>7s} {'img/s/core':>10s} {'CPU ms/img':>10s} {'KB/img':>8s} "
           f"{'shards MB':>9s} {'read img/s':>10s} {'read CPU ms':>11s}")
     for v, r in results.items():
-        print(f"{v:22s} {r['images_per_s']:7.1f} {r['images_per_s_per_core'] or float('nan'):10.1f} "
-              f"{r['cpu_ms_per_image']:10.1f} {r['kb_per_image']:8.1f} {r['bytes_out'] / 1e6:9.1f} "
-              f"{r['read']['images_per_s']:10.1f} {r['read']['cpu_ms_per_image']:11.2f}")
+        def f(key, width, digits=1, scale=1.0):
+            x = r.get(key)
+            return f"{x * scale:{width}.{digits}f}" if x is not None else " " * (width - 1) + "-"
+        print(f"{v:22s} {f('images_per_s', 7)} {f('images_per_s_per_core', 10)} {f('cpu_ms_per_image', 10)} "
+              f"{f('kb_per_image', 8)} {f('bytes_out', 9, 1, 1e-6)} {r['read']['images_per_s']:10.1f} "
+              f"{r['read']['cpu_ms_per_image']:11.2f}")
     for k, d in drafts.items():
         print(f"draft ({k}): mean |diff| {d['mean_abs']} (worst image {d['mean_abs_worst_image']}), "
               f"PSNR {d['psnr_db']} dB (worst image {d['psnr_db_worst_image']}), p99 {d['p99_abs']}, "
@@ -279,7 +292,7 @@ def main(argv=None) -> None:
     from transforms.core.resize import library_versions
     doc = {"created": time.strftime("%Y-%m-%dT%H:%M:%S"), "args": vars(a), "dataset": data,
            "nproc": os.cpu_count(), "image_library": library_versions(), "results": results, "draft": drafts,
-           "runs": runs, "complete": True}
+           "runs": runs, "complete": not a.reuse}
     out = a.out or os.path.join(ROOT, "bench", "results", f"resize-{time.strftime('%Y%m%d-%H%M%S')}.json")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:

@@ -5,7 +5,9 @@ as written (after --feature_keys renames), their types, the compression and the
 label kind: a tf.data pipeline (shards listed from the manifest, shuffled,
 read by a parallel interleave, parsed, images decoded, labels), a TFDS line
 when the folder holds TFDS metadata, and PyTorch (the `tfrecord` package) and
-NVIDIA DALI readers when the shards have index files (--index_files).
+NVIDIA DALI readers when the shards have index files (--index_files). For
+ArrayRecord shards (--output_format array_record) it prints a Grain module
+instead: a random-access source, a global shuffle, and TFDS's as_data_source.
 
 The printed code runs as it is: DALI is imported inside its function, so the
 tf.data module needs only TensorFlow; the PyTorch reader follows as a module

@@ -121,7 +121,7 @@ def test_verify_passes_and_finds_damage(both, tmp_path, capsys):
 
 def test_inspect_reads_array_record(both, capsys):
     from pipelines.inspect_output import main
-    _, labels, _, ar_out = both
+    ar_out = both[3]
     assert main([ar_out, "--split", "train", "-n", "2"]) == 0
     out = capsys.readouterr().out
     assert out.count("-- record") == 2

@@ -222,3 +222,18 @@ def test_stratified_split_gives_each_class_its_fractions_and_moves_few_when_it_g
     print(f"\nstratified 80/20, a class grown from 1,000 to 1,100 images: {moved} of the 1,000 changed split")
     assert moved <= 20
     assert assign([f"c/{i}.jpg" for i in range(1000)]) == before  # deterministic
+
+
+def test_near_summary_counts_every_pair_and_lists_cross_split_ones_first(monkeypatch):
+    monkeypatch.setattr(quality, "MAX_EXAMPLES", 2)
+    acc = quality.NearSummary.empty()
+    for i in range(5):
+        acc = quality.NearSummary.add(acc, (i, row(f"t/{i}"), row(f"t/{i}b")))
+    acc = quality.NearSummary.merge([acc, quality.NearSummary.add(
+        quality.NearSummary.empty(), (7, row("t/x"), row("v/x", split="validation")))])
+    acc = quality.NearSummary.skip(acc, 30000)
+    out = quality.NearSummary.output(acc, 8)
+    assert (out["pairs"], out["across_splits"], out["skipped_records"]) == (6, 1, 30000)
+    assert [(e["distance"], e["a"]["path"], e["b"]["path"]) for e in out["examples"]] == [
+        (7, "t/x", "v/x"), (0, "t/0", "t/0b")]
+    assert set(out["examples"][0]["a"]) == {"path", "split", "label", "sha256"}

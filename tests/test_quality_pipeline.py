@@ -193,3 +193,16 @@ def test_the_figures_are_the_same_on_the_multi_process_runner(planted, keep_all,
     assert convert("--input", root, "--output", out, "--split", "folders", "--min_class_count", "3",
                    in_memory=False) == 0
     assert manifest(out)["quality"] == m["quality"]
+
+
+def test_split_salt_draws_another_ratio_split(tmp_path):
+    root = str(tmp_path / "images")
+    for i in range(40):
+        write(os.path.join(root, "a", f"{i}.jpg"), jpeg(photo(200 + i, 96, 72)))
+    got = []
+    for salt in ("", "other"):
+        out = str(tmp_path / f"out{salt}")
+        assert convert("--input", root, "--output", out, "--split", "train=0.5,validation=0.5",
+                       "--split_salt", salt, "--quality", "off") == 0
+        got.append(read_all(out)[1])
+    assert set(got[0]) == set(got[1]) and got[0] != got[1]

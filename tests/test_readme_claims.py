@@ -52,6 +52,9 @@ CLAIMS = {
         "test_gcs.py::test_versioned_dataset_in_a_bucket"],
     "checks that the scheduler body uses only declared template parameters": [
         "test_dataflow.py::test_flex_template_launch_of_the_scheduled_body", "test_dataflow.py::test_scheduler_job"],
+    "`tests/test_spill.py` holds the two to byte-identical shards, rejects and label maps": [
+        "test_spill.py::test_same_output_whether_metadata_waits_in_files_or_in_the_runner",
+        "test_spill.py::test_same_output_for_a_table_and_a_versioned_rerun"],
     "The tests hold its output byte for byte against": [
         "test_codec.py::test_encoding_is_protobufs_deterministic_serialization",
         "test_codec.py::test_tensorflow_reads_our_records"],

@@ -36,6 +36,7 @@ DESCRIPTION = ("Converts an image folder tree or a label table on Cloud Storage 
 EXCLUDED = {
     "detach": "always on: a Flex Template launcher must return once the job is submitted, so main.py adds it",
     "progress": "the progress line of local runs; a Dataflow job shows the same figures as counters",
+    "spill": "where a local run's metadata waits; a Dataflow job uses Dataflow's shuffle",
 }
 REQUIRED = {"output"}
 

@@ -178,17 +178,23 @@ def band_pairs(band: int, members: list, max_distance: int) -> list:
     if len(members) > MAX_BUCKET:
         return [], False
     hashes = np.array([r.phash for r in members], dtype=np.uint64)
+    # The bands before this one: a pair sharing one of them is reported from there.
+    earlier = np.stack([(hashes >> np.uint64(shift)) & np.uint64(mask) for shift, mask in _SHIFTS[:band]], axis=1) \
+        if band else None
     out = []
     for start in range(0, len(members), 256):  # 256 rows of the distance matrix at a time
         block = np.bitwise_count(hashes[start:start + 256, None] ^ hashes[None, :])
-        for i, j in zip(*np.nonzero(block <= max_distance)):
-            i = int(i) + start
-            j = int(j)
-            if j <= i:
-                continue
+        ii, jj = np.nonzero(block <= max_distance)
+        ii = ii + start
+        keep = jj > ii
+        ii, jj = ii[keep], jj[keep]
+        if earlier is not None and len(ii):
+            keep = ~(earlier[ii] == earlier[jj]).any(axis=1)
+            ii, jj = ii[keep], jj[keep]
+        for i, j, d in zip(ii.tolist(), jj.tolist(), block[ii - start, jj].tolist()):
             a, b = members[i], members[j]
-            if a.sha256 != b.sha256 and first_shared_band(a.phash, b.phash) == band:
-                out.append((int(block[i - start, j]), a, b))
+            if a.sha256 != b.sha256:
+                out.append((d, a, b))
     return out, True
 
 
@@ -198,18 +204,25 @@ def pair_entry(d: int, a, b) -> dict:
 
 
 class NearSummary:
+    """Counts every near-duplicate pair; keeps MAX_EXAMPLES of them as
+    (distance, a, b) Rows, cross-split pairs first, then the closest (the
+    manifest's entries are built for those only)."""
+
     @staticmethod
     def empty() -> tuple:
         return (0, 0, 0, [])
 
     @staticmethod
-    def add(acc: tuple, pair: dict) -> tuple:
+    def add(acc: tuple, pair: tuple) -> tuple:
         pairs, across, skipped, ex = acc
-        if pair.get("skipped_bucket"):
-            return (pairs, across, skipped + pair["skipped_bucket"], ex)
         ex.append(pair)
-        return (pairs + 1, across + (pair["a"]["split"] != pair["b"]["split"]), skipped,
-                _capped(ex, _pair_order, lazy=True))
+        return (pairs + 1, across + (pair[1].split != pair[2].split), skipped, _capped(ex, _pair_order, lazy=True))
+
+    @staticmethod
+    def skip(acc: tuple, records: int) -> tuple:
+        """A band bucket too large to compare (see MAX_BUCKET)."""
+        pairs, across, skipped, ex = acc
+        return (pairs, across, skipped + records, ex)
 
     @staticmethod
     def merge(accs: Iterable[tuple]) -> tuple:
@@ -221,12 +234,14 @@ class NearSummary:
     def output(acc: tuple, max_distance: int) -> dict:
         pairs, across, skipped, ex = acc
         return {"hash": HASH_NAME, "bits": BITS, "bands": BANDS, "max_distance": max_distance, "pairs": pairs,
-                "across_splits": across, "skipped_records": skipped, "examples": _capped(ex, _pair_order)}
+                "across_splits": across, "skipped_records": skipped,
+                "examples": [pair_entry(*p) for p in _capped(ex, _pair_order)]}
 
 
-def _pair_order(p: dict) -> tuple:
+def _pair_order(p: tuple) -> tuple:
     # Cross-split pairs (leakage) first, then the closest.
-    return (p["a"]["split"] == p["b"]["split"], p["distance"], p["a"]["path"], p["b"]["path"])
+    d, a, b = p
+    return (a.split == b.split, d, a.rel, b.rel)
 
 
 # ---- class balance and sizes --------------------------------------------------------------------------------------

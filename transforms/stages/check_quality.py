@@ -95,9 +95,9 @@ def check_group(key, batches, max_distance: int):
             continue
         pairs, compared = quality.band_pairs(band, rs, max_distance)
         if not compared:
-            acc = quality.NearSummary.add(acc, {"skipped_bucket": len(rs)})
-        for d, a, b in pairs:
-            acc = quality.NearSummary.add(acc, quality.pair_entry(d, a, b))
+            acc = quality.NearSummary.skip(acc, len(rs))
+        for pair in pairs:
+            acc = quality.NearSummary.add(acc, pair)
     if acc[0] or acc[2]:
         yield NEAR_ACC, acc
 
