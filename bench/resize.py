@@ -1,7 +1,7 @@
 """Resizing at conversion (--resize_*): what it costs to convert large photos,
 what it saves in shard bytes, and what it gains when training reads them.
 
-    python -m bench.resize                      # 200 photos of 3000-4000 px, 3 repeats (~10 min on 2 cores)
+    python -m bench.resize                      # 200 photos of 3000-4000 px, 3 repeats (~20-30 min on 2 cores)
     python -m bench.resize --images 100 --repeats 1
     python -m bench.resize --reuse              # only the draft and read figures, on the last run's outputs
 
@@ -25,8 +25,8 @@ what it saves in shard bytes, and what it gains when training reads them.
 4. Reading. For each variant's shards, the read benchmark's pipeline
    (bench/read.py: tf.data, parse -> decode_image -> resize to 224x224 ->
    batches of 64, AUTOTUNE, warm page cache): images/s and CPU ms per image,
-   medians of `--read-repeats` passes after a warm-up pass, each stopped
-   after `--read-seconds` (a full-size photo costs ~100x a small one).
+   medians of `--read-repeats` passes after a warm-up pass, each reading
+   for `--read-seconds` (bench/read.py repeats the data to fill the time).
 
 Everything goes to bench/results/resize-<date>.json.
 """
@@ -208,7 +208,7 @@ def read_rate(files: list, passes: int, max_seconds: float) -> dict:
     read_bench.measure(read_bench.build(tf, "shards", files, 0.0, True), max_seconds)
     runs = [read_bench.measure(read_bench.build(tf, "shards", files, 0.0, True), max_seconds)
             for _ in range(passes)]
-    return {"images": runs[0]["images"] + runs[0]["first_batch"],
+    return {"images_read": runs[0]["images"] + runs[0]["first_batch"],  # read.build repeats the data
             "images_per_s": round(statistics.median(r["images_per_s"] for r in runs), 1),
             "cpu_ms_per_image": round(statistics.median(r["cpu_ms_per_image"] for r in runs), 2),
             "runs": runs}

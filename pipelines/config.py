@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
+from transforms.core import resize
 from transforms.core.images import ImagePolicy
 from transforms.core.specs import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, InputKind, InputSpec,  # noqa: F401 (re-exported)
                                    LabelSource, LabelSpec, LabelType, OutputSpec, ShardSpec, SplitSource, SplitSpec)
@@ -54,4 +55,7 @@ class ConvertConfig:
         # How fast files are read changes nothing written.
         d["images"]["reads"].pop("in_flight", None)
         d["images"]["reads"].pop("timeout", None)
+        if self.images.reencode or self.images.resize.enabled or self.images.apply_orientation:
+            # Re-encoded bytes depend on the image library's build: an upgrade is a change.
+            d["image_library"] = resize.library_versions()
         return d

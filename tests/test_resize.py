@@ -322,7 +322,7 @@ def test_the_benchmark_runs(tmp_path):
     from conftest import ROOT
     out = tmp_path / "r.json"
     p = subprocess.run([sys.executable, "-m", "bench.resize", "--images", "4", "--min-side", "1100", "--max-side",
-                        "1200", "--repeats", "1", "--read-repeats", "1", "--num-shards", "1",
+                        "1200", "--repeats", "1", "--read-repeats", "1", "--read-seconds", "2", "--num-shards", "1",
                         "--variants", "shorter_256,shorter_256_nodraft", "--data-dir", str(tmp_path),
                         "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600,
                        env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3"))
@@ -330,7 +330,7 @@ def test_the_benchmark_runs(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["complete"] and set(doc["results"]) == {"shorter_256", "shorter_256_nodraft"}
     for r in doc["results"].values():
-        assert r["read"]["images"] == 4 and 0 < r["bytes_out"] < doc["dataset"]["bytes"]
+        assert r["read"]["images_per_s"] > 0 and 0 < r["bytes_out"] < doc["dataset"]["bytes"]
     assert doc["draft"]["shorter_256 vs shorter_256_nodraft"]["images"] == 4
 
 
