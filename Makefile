@@ -19,7 +19,7 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m pipelines.demo
 
-# Beyond pip: Debian's chromium, which tests/test_report_html.py opens report.html
+# Beyond pip: Debian's chromium, which tests/e2e/test_report_html.py opens report.html
 # in (headless). Installed when missing; CI runs as root with apt-get.
 tools:
 	command -v chromium >/dev/null || (apt-get update && \

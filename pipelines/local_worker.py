@@ -13,7 +13,7 @@ client: it hands its environment (the runner's addresses, the pipeline options)
 to the zygote and waits for its worker's exit status. With no zygote it runs
 the worker itself, as Beam's own command would. Forking is safe here because
 the zygote has imported modules only: no thread, channel or server exists
-before the fork (tests/test_local_worker.py checks that).
+before the fork (tests/e2e/test_local_worker.py checks that).
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def worker_command() -> str:
 
 
 # The Beam versions whose FnApiRunner was tested to run forked workers with
-# the worker count asked for (tests/test_runtime.py); any other falls back to
+# the worker count asked for (tests/e2e/test_runtime.py); any other falls back to
 # Beam's own worker processes.
 TESTED_BEAM_VERSIONS = ("2.77.0",)
 
@@ -184,14 +184,13 @@ def _child(conn: socket.socket, request: dict) -> None:
 
 def preload() -> None:
     """Everything a worker needs, imported once, before any fork."""
+    import importlib
+    import pkgutil
+
     import apache_beam.runners.worker.sdk_worker_main  # noqa: F401
-    import transforms.stages.assign_labels  # noqa: F401
-    import transforms.stages.list_inputs  # noqa: F401
-    import transforms.stages.plan_shards  # noqa: F401
-    import transforms.stages.publish  # noqa: F401
-    import transforms.stages.split  # noqa: F401
-    import transforms.stages.validate_images  # noqa: F401
-    import transforms.stages.write_shards  # noqa: F401
+    import transforms.stages
+    for m in pkgutil.iter_modules(transforms.stages.__path__):  # every stage, and the library under them
+        importlib.import_module(f"transforms.stages.{m.name}")
 
 
 def zygote_main(path: str, parent: int) -> None:

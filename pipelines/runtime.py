@@ -13,7 +13,7 @@ given environment is honoured in `in_memory` mode while direct_num_workers
 still sets how many workers start. So it is used only with the Beam versions
 it was tested with (local_worker.TESTED_BEAM_VERSIONS); with any other, or
 with TFRECORDS_FORK_WORKERS=0, Beam starts its own worker processes, slower to
-start and otherwise the same (tests/test_runtime.py checks both use two).
+start and otherwise the same (tests/e2e/test_runtime.py checks both use two).
 
 Importing this module does not import Beam: the zygote must start first.
 """

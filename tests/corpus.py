@@ -1,6 +1,6 @@
 """A corpus of bad and odd inputs, generated (never downloaded), each case with
-its documented outcome. tests/test_corpus.py converts it and checks every
-outcome; tests/test_corpus.py also checks that README's table says the same.
+its documented outcome. tests/e2e/test_corpus.py converts it and checks every
+outcome; tests/e2e/test_corpus.py also checks that README's table says the same.
 
 An outcome is ("written", format, channels) or ("rejected", reason), or for
 listing cases ("excluded", why) / ("nothing", why).

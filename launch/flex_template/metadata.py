@@ -6,7 +6,7 @@ type, in the option's group.
     .venv/bin/python launch/flex_template/metadata.py           # rewrite metadata.json
     .venv/bin/python launch/flex_template/metadata.py --check   # exit 1 if it is stale
 
-Run it after adding or changing an option; tests/test_dataflow.py fails while
+Run it after adding or changing an option; tests/e2e/test_dataflow.py fails while
 metadata.json and the options disagree.
 
 Values reach launch/flex_template/main.py as --name=value strings: on/off
@@ -32,7 +32,7 @@ DESCRIPTION = ("Converts an image folder tree or a label table on Cloud Storage 
                "With versioned=true, output is a dataset root: each run writes a new version folder and moves "
                "<output>/LATEST to it once complete.")
 
-# Options a template does not offer, and why (tests/test_dataflow.py reads this).
+# Options a template does not offer, and why (tests/e2e/test_dataflow.py reads this).
 EXCLUDED = {
     "detach": "always on: a Flex Template launcher must return once the job is submitted, so main.py adds it",
     "progress": "the progress line of local runs; a Dataflow job shows the same figures as counters",

@@ -3,7 +3,7 @@
 Importing TensorFlow costs ~2.6 s and ~600 MB in every worker process, and the
 `tf.train.*` wrappers cost 150-190 us a record. The Example schema is tiny and
 frozen, so we write its wire format directly. The output is byte-identical to
-`example_pb2.Example.SerializeToString(deterministic=True)`; tests/test_codec.py
+`example_pb2.Example.SerializeToString(deterministic=True)`; tests/unit/test_codec.py
 holds it against protobuf and TensorFlow's own parser.
 
 A large bytes value (the image) is never copied: encoding returns a list of

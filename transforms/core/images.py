@@ -4,7 +4,7 @@ The rule we enforce: every image we write decodes with
 `tf.io.decode_image(data, expand_animations=False)` to a 3-D uint8 tensor of the
 recorded height, width and channels. TensorFlow itself is too heavy to run in
 the workers, so this module reproduces its acceptance rules, which differ from
-Pillow's (tests/test_images.py checks each rule against TensorFlow):
+Pillow's (tests/unit/test_images.py checks each rule against TensorFlow):
 
 * JPEG: TF fails when the stream ends before the end-of-image marker, even if
   all pixels decoded (Pillow accepts a zero-padded file without EOI); TF only

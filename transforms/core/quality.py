@@ -7,7 +7,7 @@ already does (a JPEG at 1/8 scale, transforms/core/images.py), so it costs a
 resize of a ~60x45 image and a 32x32 DCT (~40 us), not a decode. It is the
 classic DCT hash ("pHash"): grey levels at 32x32, 2-D DCT, the 8x8 lowest
 frequencies compared with their median: 64 bits. Measured choices (README,
-"Data-quality checks"; tests/test_quality.py prints the distributions):
+"Data-quality checks"; tests/unit/test_quality.py prints the distributions):
 resizing and re-compressing keep the hash within a few bits, a small crop
 within ~10, a mirror image and distinct photos far apart.
 

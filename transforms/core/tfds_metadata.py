@@ -10,7 +10,7 @@ one worker, and tensorflow_datasets imports TensorFlow (~2.6 s and ~600 MB,
 more with tfds' own imports) and pulls ~10 more packages into the product's
 requirements; a small local conversion takes well under a second today.
 The files are a handful of fixed JSON shapes (TFDS's DatasetInfo and
-FeaturesDict protos in JSON form), which tests/test_tfds.py holds to what
+FeaturesDict protos in JSON form), which tests/e2e/test_tfds.py holds to what
 write_metadata itself writes for the same dataset, and loads with tfds.
 
 Keys with "/" become nested FeaturesDicts, as TFDS names nested features

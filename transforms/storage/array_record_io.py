@@ -14,7 +14,7 @@ stores them in its footer) and of its bytes:
 - max_parallelism:1: chunks encoded one at a time, in order. The Python
   binding writes without a thread pool anyway; stated so the output does
   not depend on a default.
-The same records give the same bytes (tests/test_array_record.py holds 1
+The same records give the same bytes (tests/e2e/test_array_record.py holds 1
 and 2 workers to it).
 
 ArrayRecord's writer and reader (the C++ binding) take a local file path

@@ -10,7 +10,7 @@ about a byte of memory in the runner, so a run's memory no longer grows with
 the dataset. On Dataflow the shuffle service is the right tool, and batches
 travel inline as before (no spill folder). Either way the stages see the
 same records in the same order, so the shards are byte-identical
-(tests/test_spill.py).
+(tests/e2e/test_spill.py).
 
 The files live in the run's spill folder (local disk) and are removed with
 it when the run ends; a reference is read, never consumed, so a retried or

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import convert, image_bytes, make_tree, manifest, read_examples, scalar, sha256_file, write
+from conftest import ROOT, convert, image_bytes, make_tree, manifest, read_examples, scalar, sha256_file, write
 
 # Runs the printed module and prints one JSON line per record of every split,
 # read in file order and again as for training (shuffled).
@@ -44,7 +44,7 @@ for worker in (0, 1):
 
 def _spec(out: str) -> str:
     got = subprocess.run([sys.executable, "-m", "pipelines.cli", "spec", out], capture_output=True, text=True,
-                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                         cwd=ROOT)
     assert got.returncode == 0, got.stderr
     return got.stdout
 
@@ -169,5 +169,5 @@ def test_float_targets_and_table_columns(tmp_path):
 
 def test_spec_of_a_folder_without_manifest(tmp_path):
     got = subprocess.run([sys.executable, "-m", "pipelines.cli", "spec", str(tmp_path)], capture_output=True,
-                         text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                         text=True, cwd=ROOT)
     assert got.returncode == 1 and "no manifest.json" in got.stderr

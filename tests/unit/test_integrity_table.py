@@ -17,7 +17,7 @@ import re
 from conftest import ROOT
 
 HEADER = "| case | what happens | reason or message | checked by |"
-REF = re.compile(r"^`(tests/test_\w+\.py)::(test_\w+)`$")
+REF = re.compile(r"^`(tests/(?:\w+/)?test_\w+\.py)::(test_\w+)`$")
 
 
 def table_rows() -> list[list[str]]:

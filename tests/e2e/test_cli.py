@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import check_against_source, convert, make_tree, manifest, write
+from conftest import ROOT, check_against_source, convert, make_tree, manifest, write
 from pipelines.options import help_parser
 
 BIN = os.path.dirname(sys.executable)
@@ -141,7 +141,7 @@ def test_tfx_schema_beside_the_manifest(tmp_path):
 def test_launch_script_converts_and_verifies(tmp_path):
     root, out = str(tmp_path / "imgs"), str(tmp_path / "out")
     labels = make_tree(root, per_class=2)
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    here = ROOT
     p = subprocess.run([os.path.join(here, "launch", "run_local.sh"), "--input", root, "--output", out,
                         "--progress", "off"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr

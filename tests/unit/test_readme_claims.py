@@ -2,8 +2,9 @@
 exist. CLAIMS maps each such sentence (a distinctive part of it) to the tests
 that back it; a README claim about the tests that is not in CLAIMS fails here,
 and so does a claim whose test was renamed or removed. Rows of the faults table
-name their own test and are checked by tests/test_integrity_table.py."""
+name their own test and are checked by tests/unit/test_integrity_table.py."""
 import ast
+import glob
 import os
 import re
 
@@ -13,7 +14,7 @@ CLAIMS = {
     "the test suite checks every accepted case against TensorFlow": [
         "test_corpus.py::test_folder_corpus", "test_corpus.py::test_table_corpus",
         "test_images.py::test_valid_images_decode_in_tensorflow_to_the_recorded_shape"],
-    "converted by `tests/test_corpus.py` with each written record decoded by `tf.io.decode_image`": [
+    "converted by `tests/e2e/test_corpus.py` with each written record decoded by `tf.io.decode_image`": [
         "test_corpus.py::test_folder_corpus", "test_corpus.py::test_readme_table_tells_the_truth"],
     "cannot produce that case, because the tests run as root": [],  # says what is not tested
     "Each guarantee below is checked by the test suite": [
@@ -30,7 +31,7 @@ CLAIMS = {
         "test_security.py::test_no_credentials_in_logs_or_manifest"],
     "the tests check that none of them reach the manifest, the rejects or the logs": [
         "test_security.py::test_no_credentials_in_logs_or_manifest"],
-    "`tests/test_integrity_table.py` checks that the test exists": [
+    "`tests/unit/test_integrity_table.py` checks that the test exists": [
         "test_integrity_table.py::test_every_row_names_a_test_that_asserts_its_message"],
     "The tests run all of this against a GCS emulator": [
         "test_gcs.py::test_gs_to_gs_multi_process", "test_gcs.py::test_local_to_gs_and_table_on_gcs",
@@ -44,7 +45,7 @@ CLAIMS = {
         "test_dataflow.py::test_dry_run_builds_the_dataflow_job",
         "test_dataflow.py::test_flex_template_launch_of_the_scheduled_body",
         "test_dataflow.py::test_build_and_run_scripts", "test_dataflow.py::test_scheduler_job"],
-    "`tests/test_versions.py`, `tests/test_promises.py` and `tests/test_gcs.py` check:": [
+    "`tests/e2e/test_versions.py`, `tests/e2e/test_promises.py` and `tests/e2e/test_gcs.py` check:": [
         "test_promises.py::test_latest_moves_only_after_the_manifest",
         "test_versions.py::test_versions_latest_unchanged_and_stable_ids",
         "test_promises.py::test_an_unchanged_versioned_run_reads_no_image",
@@ -52,7 +53,7 @@ CLAIMS = {
         "test_gcs.py::test_versioned_dataset_in_a_bucket"],
     "checks that the scheduler body uses only declared template parameters": [
         "test_dataflow.py::test_flex_template_launch_of_the_scheduled_body", "test_dataflow.py::test_scheduler_job"],
-    "`tests/test_spill.py` holds the two to byte-identical shards, rejects and label maps": [
+    "`tests/e2e/test_spill.py` holds the two to byte-identical shards, rejects and label maps": [
         "test_spill.py::test_same_output_whether_metadata_waits_in_files_or_in_the_runner",
         "test_spill.py::test_same_output_for_a_table_and_a_versioned_rerun"],
     "The tests hold its output byte for byte against": [
@@ -62,7 +63,7 @@ CLAIMS = {
 
 # A sentence that says tests check something: "the tests check", "checked by the test
 # suite", "tests/test_x.py builds ... and checks", "The tests hold", "They cover", ...
-CLAIM = re.compile(r"\b(?:[Tt]ests?(?: suite)?|tests/test_\w+\.py`?)\b[^.|]{0,160}?"
+CLAIM = re.compile(r"\b(?:[Tt]ests?(?: suite)?|tests/(?:\w+/)?test_\w+\.py`?)\b[^.|]{0,160}?"
                    r"\b(?:check|checks|checked|cover|covers|hold|holds|builds|run all)\b"
                    r"|\bchecked by the test suite\b|\bconverted by `tests/")
 
@@ -70,12 +71,18 @@ CLAIM = re.compile(r"\b(?:[Tt]ests?(?: suite)?|tests/test_\w+\.py`?)\b[^.|]{0,16
 def readme() -> str:
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         lines = f.read().splitlines()
-    # Table rows name their own tests (tests/test_integrity_table.py, tests/test_corpus.py).
+    # Table rows name their own tests (tests/unit/test_integrity_table.py, tests/e2e/test_corpus.py).
     return re.sub(r"\s+", " ", " ".join(line for line in lines if not line.lstrip().startswith("|")))
 
 
+def find_test_file(filename: str) -> str:
+    """tests/<group>/<filename> (unit, stages, e2e), or "" if there is none."""
+    found = glob.glob(os.path.join(HERE, "*", filename))
+    return found[0] if found else ""
+
+
 def defined_tests(filename: str) -> set:
-    with open(os.path.join(HERE, filename), encoding="utf-8") as f:
+    with open(find_test_file(filename), encoding="utf-8") as f:
         tree = ast.parse(f.read())
     return {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")}
 
@@ -101,12 +108,12 @@ def test_every_named_test_exists():
     for claim, tests in CLAIMS.items():
         for node in tests:
             filename, name = node.split("::")
-            if not os.path.exists(os.path.join(HERE, filename)) or name not in defined_tests(filename):
+            if not find_test_file(filename) or name not in defined_tests(filename):
                 missing.append((claim, node))
     assert not missing, missing
 
 
 def test_every_test_file_the_readme_names_exists():
     text = readme()
-    for name in set(re.findall(r"tests/(test_\w+\.py|corpus\.py|gcs_emulator\.py)", text)):
+    for name in set(re.findall(r"tests/((?:\w+/)?test_\w+\.py|corpus\.py|gcs_emulator\.py)", text)):
         assert os.path.exists(os.path.join(HERE, name)), name

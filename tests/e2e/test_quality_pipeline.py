@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from conftest import convert, manifest, read_all, sha256_file, shard_files, write
-from test_quality import jpeg, photo
+from photos import jpeg, photo
 
 # Exact copies: (source, copy). The kept copy is the smallest path.
 EXACT = [("train/cat/p0.jpg", "train/cat/p0_copy.jpg"),          # within a split, same label

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import convert, make_tree, manifest, read_examples, scalar
+from conftest import ROOT, convert, make_tree, manifest, read_examples, scalar
 
 ARGS = ["--split", "train=0.6,validation=0.4", "--num_shards", "2", "--seed", "5"]
 
@@ -59,7 +59,7 @@ def outputs(tmp_path_factory):
 def test_printed_grain_code_runs_and_yields_every_record(outputs, tmp_path):
     labels, tf_out, ar_out = outputs
     got = subprocess.run([sys.executable, "-m", "pipelines.cli", "spec", ar_out], capture_output=True, text=True,
-                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                         cwd=ROOT)
     assert got.returncode == 0, got.stderr
     code = got.stdout
     assert "grain.sources.ArrayRecordDataSource" in code and "TFRecordDataset" not in code
