@@ -17,7 +17,8 @@ def test_nothing_started_before_the_fork():
     assert out.stdout.strip() == "1", out.stderr  # only the main thread: forking is safe
 
 
-def test_local_runner_uses_forked_workers():
+def test_local_runner_uses_forked_workers(monkeypatch):
+    monkeypatch.setenv("TFRECORDS_FORK_WORKERS", "1")  # also in make test's second pass, which turns it off
     from apache_beam.options.pipeline_options import PipelineOptions
     from pipelines import local_worker, runtime
     try:
