@@ -48,7 +48,8 @@ def test_same_shards_as_beams_own_workers(tmp_path, monkeypatch):
 def test_the_zygote_goes_when_the_command_dies():
     code = ("import os, time; from pipelines import local_worker as w; w.start_zygote(); "
             "print(w._zygote.pid, os.environ[w.ENV], flush=True); time.sleep(600)")
-    parent = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, TFRECORDS_FORK_WORKERS="1"))
     zygote, sock = parent.stdout.readline().split()
     zygote = int(zygote)
     # Wait until it serves (its socket exists): an observable condition, not a fixed sleep.
