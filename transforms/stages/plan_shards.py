@@ -16,7 +16,6 @@ import itertools
 from typing import Iterable
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindows
 
 from transforms.core import sharding
 from transforms.core.records import pack
@@ -42,36 +41,24 @@ def _packer(spill_dir: str):
         yield w.add
 
 
-class _ByBucketFn(beam.DoFn):
+class _ByBucketFn(spill.Gather):
     """Groups records by (split, bucket) across a bundle before the shuffle.
-    Batch by batch, a record would mostly travel alone (a batch of 100 over 64
+    Batch by batch, a record would mostly travel alone (a batch of 500 over 256
     buckets), costing an element, its encoding and its memory in the runner
     each; this way an element carries many. At most 20,000 records wait."""
 
     def __init__(self, spill_dir: str = ""):
+        super().__init__()
         self._spill_dir = spill_dir
-        self._flush = 20000
 
-    def start_bundle(self):
-        self._groups: dict = {}
-        self._waiting = 0
+    def items(self, batch):
+        return spill.load(batch)
 
-    def process(self, batch):
-        batch = spill.load(batch)
-        for rec in batch:
-            self._groups.setdefault((rec.split, sharding.bucket_of(rec.key)), []).append(rec)
-        self._waiting += len(batch)
-        if self._waiting >= self._flush:
-            yield from self._drain()
+    def key(self, rec):
+        return rec.split, sharding.bucket_of(rec.key)
 
-    def finish_bundle(self):
-        for kv in self._drain():
-            yield GlobalWindows.windowed_value(kv)
-
-    def _drain(self) -> list:
-        out = by_bucket(self._groups, self._spill_dir)
-        self._groups, self._waiting = {}, 0
-        return out
+    def emit(self, groups: dict) -> list:
+        return by_bucket(groups, self._spill_dir)
 
 
 def _sum_pairs(pairs: Iterable[tuple]) -> tuple:

@@ -106,20 +106,33 @@ def bucket_of(key, buckets: int) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big") % buckets
 
 
-class _BucketFn(beam.DoFn):
-    """(key, value) pairs gathered by bucket across a bundle and spilled, one
-    file per flush: only (bucket, reference) pairs cross the runner."""
+class Gather(beam.DoFn):
+    """Gathers a bundle's items into groups by key, and hands the groups on
+    (`emit`) every `flush` items and at the bundle's end: one element then
+    carries many items, instead of each item crossing the runner alone.
+    Subclasses say how an element gives items (`items`), an item's key
+    (`key`), and what a flush emits (`emit`)."""
 
-    def __init__(self, spill_dir: str, buckets: int, flush: int = 20000):
-        self._spill_dir, self._buckets, self._flush = spill_dir, buckets, flush
+    def __init__(self, flush: int = 20000):
+        self._flush = flush
+
+    def items(self, element) -> Iterable:
+        return (element,)
+
+    def key(self, item):
+        raise NotImplementedError
+
+    def emit(self, groups: dict) -> list:
+        raise NotImplementedError
 
     def start_bundle(self):
         self._groups: dict = {}
         self._waiting = 0
 
-    def process(self, pair):
-        self._groups.setdefault(bucket_of(pair[0], self._buckets), []).append(pair)
-        self._waiting += 1
+    def process(self, element):
+        for item in self.items(element):
+            self._groups.setdefault(self.key(item), []).append(item)
+            self._waiting += 1
         if self._waiting >= self._flush:
             yield from self._drain()
 
@@ -128,12 +141,25 @@ class _BucketFn(beam.DoFn):
             yield GlobalWindows.windowed_value(kv)
 
     def _drain(self) -> list:
-        if not self._groups:
-            return []
-        with SpillWriter(self._spill_dir) as w:
-            out = [(b, w.add(pairs)) for b, pairs in sorted(self._groups.items())]
+        out = self.emit(self._groups) if self._groups else []
         self._groups, self._waiting = {}, 0
         return out
+
+
+class _BucketFn(Gather):
+    """(key, value) pairs gathered by bucket across a bundle and spilled, one
+    file per flush: only (bucket, reference) pairs cross the runner."""
+
+    def __init__(self, spill_dir: str, buckets: int, flush: int = 20000):
+        super().__init__(flush)
+        self._spill_dir, self._buckets = spill_dir, buckets
+
+    def key(self, pair):
+        return bucket_of(pair[0], self._buckets)
+
+    def emit(self, groups: dict) -> list:
+        with SpillWriter(self._spill_dir) as w:
+            return [(b, w.add(pairs)) for b, pairs in sorted(groups.items())]
 
 
 def _regroup(bucket: int, refs) -> Iterator[tuple]:
