@@ -81,7 +81,14 @@ class Run:
                         self.handed_off = True
                         if options.view_as(_options()).detach:
                             return "submitted"
-                    result.wait_until_finish()
+                    try:
+                        result.wait_until_finish()
+                    except Exception:
+                        # The job ended, failed: it may not have released the lock. (Interrupted
+                        # instead, the launcher stops watching a job that goes on: it stays the job's.)
+                        self.handed_off = False
+                        raise
+                    self.handed_off = False
             except BaseException as e:
                 raise _own_error(folder) or e
             finally:
