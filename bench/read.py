@@ -159,20 +159,14 @@ def configurations(shards: dict, files: list, latency: float) -> list:
     """(section, name, kwargs for build) of every row."""
     base = shards["16"]
     rows = []
-    for storage, lat in (("warm", 0.0), (f"remote {latency * 1000:g} ms", latency)):
-        rows += [
-            ("main", f"shards (16), {storage}", dict(kind="shards", paths=base, latency=lat, decode=True)),
-            ("main", f"JPEG files, {storage}", dict(kind="files", paths=files, latency=lat, decode=True)),
-        ]
-    rows.append(("main", f"JPEG files, remote {latency * 1000:g} ms, 64 reads in flight",
-                 dict(kind="files", paths=files, latency=latency, decode=True, parallel_reads=64)))
-    for storage, lat in (("warm", 0.0), (f"remote {latency * 1000:g} ms", latency)):
-        rows += [
-            ("read only", f"shards (16), {storage}", dict(kind="shards", paths=base, latency=lat, decode=False)),
-            ("read only", f"JPEG files, {storage}", dict(kind="files", paths=files, latency=lat, decode=False)),
-        ]
-    rows.append(("read only", f"JPEG files, remote {latency * 1000:g} ms, 64 reads in flight",
-                 dict(kind="files", paths=files, latency=latency, decode=False, parallel_reads=64)))
+    for section, decode in (("main", True), ("read only", False)):
+        for storage, lat in (("warm", 0.0), (f"remote {latency * 1000:g} ms", latency)):
+            rows += [
+                (section, f"shards (16), {storage}", dict(kind="shards", paths=base, latency=lat, decode=decode)),
+                (section, f"JPEG files, {storage}", dict(kind="files", paths=files, latency=lat, decode=decode)),
+            ]
+        rows.append((section, f"JPEG files, remote {latency * 1000:g} ms, 64 reads in flight",
+                     dict(kind="files", paths=files, latency=latency, decode=decode, parallel_reads=64)))
     remote = f"remote {latency * 1000:g} ms"
     # Each knob decoded (what 2 cores see: decode bound) and read only (the I/O
     # ceiling, what a host with cores enough for decoding sees).

@@ -187,3 +187,12 @@ def tree(tmp_path):
     root = str(tmp_path / "images")
     labels = make_tree(root)
     return root, labels
+
+
+def converted(base, per_class: int, num_shards: int) -> str:
+    """A small tree of three classes converted into base/out (module fixtures share one)."""
+    root = str(base / "images")
+    make_tree(root, per_class=per_class)
+    out = str(base / "out")
+    assert convert("--input", root, "--output", out, "--num_shards", str(num_shards)) == 0
+    return out

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from conftest import convert, make_tree
+from conftest import convert, converted, make_tree
 from pipelines.verify import main as verify_main
 
 SHARD = "train-00000-of-00001.tfrecord"
@@ -15,12 +15,7 @@ SHARD = "train-00000-of-00001.tfrecord"
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
-    base = tmp_path_factory.mktemp("hverify")
-    root = str(base / "images")
-    make_tree(root, per_class=3)
-    out = str(base / "out")
-    assert convert("--input", root, "--output", out, "--num_shards", "1") == 0
-    return out
+    return converted(tmp_path_factory.mktemp("hverify"), per_class=3, num_shards=1)
 
 
 @pytest.fixture

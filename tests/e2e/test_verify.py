@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from conftest import convert
+from conftest import converted
 from pipelines.verify import main as verify_main
 
 FIRST = "train-00000-of-00002.tfrecord"
@@ -14,13 +14,7 @@ FIRST = "train-00000-of-00002.tfrecord"
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
-    from conftest import make_tree
-    base = tmp_path_factory.mktemp("verify")
-    root = str(base / "images")
-    make_tree(root, per_class=5)
-    out = str(base / "out")
-    assert convert("--input", root, "--output", out, "--num_shards", "2") == 0
-    return out
+    return converted(tmp_path_factory.mktemp("verify"), per_class=5, num_shards=2)
 
 
 @pytest.fixture
