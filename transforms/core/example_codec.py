@@ -82,45 +82,62 @@ def _key_field(key: str) -> bytes:
     return kf
 
 
+def sort_keys(keys) -> list:
+    """Feature keys in the order deterministic serialization writes them: by
+    their UTF-8 bytes."""
+    return sorted(keys, key=lambda k: k.encode("utf-8"))
+
+
+def entry(key: str, kind: str, values: Sequence) -> tuple[list, int]:
+    """One entry of the Example's feature map (key and Feature) as (pieces,
+    length): one piece, or a head and the large bytes value as it is."""
+    pieces, flen = _feature(kind, values)
+    key_field = _key_field(key)
+    value_head = _TAG_2_LEN + varint(flen)
+    entry_len = len(key_field) + len(value_head) + flen
+    head = _TAG_1_LEN + varint(entry_len) + key_field + value_head
+    if flen <= _INLINE_LIMIT:
+        return [b"".join([head, *pieces])], len(head) + flen
+    return [head, *pieces], len(head) + flen
+
+
+def assemble(pieces: list, total: int) -> tuple[Chunks, int]:
+    """The Example from its entries' pieces, in order (`total`: their summed
+    length), as (chunks, length). Small pieces are joined into few chunks;
+    values over 4 KB stay chunks of their own."""
+    head = _TAG_1_LEN + varint(total)
+    if not pieces or max(map(len, pieces)) <= _INLINE_LIMIT:
+        return [b"".join([head, *pieces])], total + len(head)
+    chunks: Chunks = []
+    buf = bytearray(head)
+    for piece in pieces:
+        if len(piece) > _INLINE_LIMIT:
+            chunks += (bytes(buf), piece)
+            buf = bytearray()
+        else:
+            buf += piece
+    if buf:
+        chunks.append(bytes(buf))
+    return chunks, total + len(head)
+
+
 def encode_example(features: Mapping[str, FeatureValue]) -> tuple[Chunks, int]:
     """Encodes an Example as (chunks, total length), map keys in sorted order.
 
     Sorting by the UTF-8 bytes of the key is what protobuf's deterministic
-    serialization does, so equal inputs always give equal bytes. Small pieces
-    are joined into few chunks; values over 4 KB stay separate chunks.
+    serialization does, so equal inputs always give equal bytes.
     """
     names = tuple(features)
     order = _ORDER.get(names)
     if order is None:
-        order = _ORDER[names] = sorted(names, key=lambda k: k.encode("utf-8"))
-    chunks: Chunks = []
-    buf = bytearray()
+        order = _ORDER[names] = sort_keys(names)
+    pieces: list = []
     total = 0
     for key in order:
-        kind, values = features[key]
-        pieces, flen = _feature(kind, values)
-        key_field = _key_field(key)
-        value_head = _TAG_2_LEN + varint(flen)
-        entry_len = len(key_field) + len(value_head) + flen
-        buf += _TAG_1_LEN
-        buf += varint(entry_len)
-        buf += key_field
-        buf += value_head
-        total += entry_len + 1 + len(varint(entry_len))
-        for piece in pieces:
-            if len(piece) > _INLINE_LIMIT:
-                chunks += (bytes(buf), piece)
-                buf = bytearray()
-            else:
-                buf += piece
-    if buf:
-        chunks.append(bytes(buf))
-    example_head = _TAG_1_LEN + varint(total)
-    if chunks and len(chunks[0]) <= _INLINE_LIMIT:
-        chunks[0] = example_head + chunks[0]
-    else:
-        chunks.insert(0, example_head)
-    return chunks, len(example_head) + total
+        p, n = entry(key, *features[key])
+        pieces += p
+        total += n
+    return assemble(pieces, total)
 
 
 def encode_example_bytes(features: Mapping[str, FeatureValue]) -> bytes:

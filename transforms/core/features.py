@@ -14,23 +14,16 @@ from __future__ import annotations
 import functools
 from typing import Callable, NamedTuple, Optional
 
-from transforms.core.example_codec import BYTES, FLOAT, INT64
+from transforms.core.example_codec import BYTES, FLOAT, INT64, assemble, encode_example, entry
 from transforms.core.records import Rec
 from transforms.core.specs import LabelType
-
-
-class Stored(NamedTuple):
-    """What a feature's value is taken from: the record and the bytes stored."""
-    rec: Rec
-    data: bytes
-    sha256_hex: str
 
 
 class Feature(NamedTuple):
     role: str
     key: str
     kind: str                              # BYTES, INT64 or FLOAT (transforms/core/example_codec.py)
-    value: Callable[[Stored], list]
+    value: Callable[[Rec, bytes, str], object]  # (record, bytes stored, their sha256 hex) -> the one value
     doc: str                               # the README's "value" column
     labels: Optional[tuple] = None         # the label kinds that carry it; None: every record
     resized_only: bool = False             # carried only when --resize_* is on
@@ -44,33 +37,33 @@ def _text(s: str) -> bytes:
 
 
 FEATURES = (
-    Feature("encoded", "image/encoded", BYTES, lambda s: [s.data],
+    Feature("encoded", "image/encoded", BYTES, lambda r, d, h: d,
             "the original file bytes, unchanged (or re-encoded, see below)"),
-    Feature("format", "image/format", BYTES, lambda s: [_text(s.rec.fmt)],
+    Feature("format", "image/format", BYTES, lambda r, d, h: _text(r.fmt),
             "`jpeg` or `png`, sniffed from the bytes, not the extension"),
-    Feature("source_format", "image/source_format", BYTES, lambda s: [_text(s.rec.source_fmt or s.rec.fmt)],
+    Feature("source_format", "image/source_format", BYTES, lambda r, d, h: _text(r.source_fmt or r.fmt),
             "the input file's format before any re-encoding (`jpeg`, `png`, `gif`, `bmp`, `webp`, ...)"),
-    Feature("height", "image/height", INT64, lambda s: [s.rec.height],
+    Feature("height", "image/height", INT64, lambda r, d, h: r.height,
             "height in pixels, as `tf.io.decode_image(..., expand_animations=False)` returns it"),
-    Feature("width", "image/width", INT64, lambda s: [s.rec.width], "width in pixels, likewise"),
-    Feature("channels", "image/channels", INT64, lambda s: [s.rec.channels], "channels, likewise"),
-    Feature("colorspace", "image/colorspace", BYTES, lambda s: [_text(s.rec.colorspace)],
+    Feature("width", "image/width", INT64, lambda r, d, h: r.width, "width in pixels, likewise"),
+    Feature("channels", "image/channels", INT64, lambda r, d, h: r.channels, "channels, likewise"),
+    Feature("colorspace", "image/colorspace", BYTES, lambda r, d, h: _text(r.colorspace),
             "`RGB`, `RGBA`, `Grayscale` or `GrayscaleAlpha`"),
-    Feature("label", "image/class/label", INT64, lambda s: [s.rec.label_id],
+    Feature("label", "image/class/label", INT64, lambda r, d, h: r.label_id,
             "class id (class and integer labels)", _CLASSES),
-    Feature("text", "image/class/text", BYTES, lambda s: [_text(s.rec.label_text)],
+    Feature("text", "image/class/text", BYTES, lambda r, d, h: _text(r.label_text),
             "the label as found (class and integer labels)", _CLASSES),
-    Feature("target", "image/target", FLOAT, lambda s: [s.rec.target],
+    Feature("target", "image/target", FLOAT, lambda r, d, h: r.target,
             "regression target (float labels)", (LabelType.FLOAT,)),
-    Feature("filename", "image/filename", BYTES, lambda s: [s.rec.rel.encode("utf-8", "surrogateescape")],
+    Feature("filename", "image/filename", BYTES, lambda r, d, h: r.rel.encode("utf-8", "surrogateescape"),
             "path relative to the root"),
-    Feature("sha256", "image/key/sha256", BYTES, lambda s: [s.sha256_hex.encode()],
+    Feature("sha256", "image/key/sha256", BYTES, lambda r, d, h: h.encode(),
             "hex sha256 of `image/encoded`"),
-    Feature("original_height", "image/original/height", INT64, lambda s: [s.rec.orig_height or s.rec.height],
+    Feature("original_height", "image/original/height", INT64, lambda r, d, h: r.orig_height or r.height,
             "with `--resize_*` only: the input file's height before resizing, as decoded", resized_only=True),
-    Feature("original_width", "image/original/width", INT64, lambda s: [s.rec.orig_width or s.rec.width],
+    Feature("original_width", "image/original/width", INT64, lambda r, d, h: r.orig_width or r.width,
             "with `--resize_*` only: the input file's width, likewise", resized_only=True),
-    Feature("original_sha256", "image/original/sha256", BYTES, lambda s: [(s.rec.orig_sha256 or s.sha256_hex).encode()],
+    Feature("original_sha256", "image/original/sha256", BYTES, lambda r, d, h: (r.orig_sha256 or h).encode(),
             "with `--resize_*` only: hex sha256 of the input file's bytes", resized_only=True),
 )
 
@@ -97,11 +90,46 @@ def example_features(rec: Rec, data: bytes, sha256_hex: str, label_kind, keys: d
                      resized: bool = False) -> dict:
     """{key: (kind, values)} of one record's Example, keyed by the (possibly
     renamed) feature keys; then the table's extra columns."""
-    stored = Stored(rec, data, sha256_hex)
-    f = {ft.key: (ft.kind, ft.value(stored)) for ft in features_for(label_kind, resized)}
+    f = {ft.key: (ft.kind, [ft.value(rec, data, sha256_hex)]) for ft in features_for(label_kind, resized)}
     for col, kind, values in rec.features:
         f[col] = (kind, values)
     return _renamed(f, keys)
+
+
+class ExampleEncoder:
+    """Encodes records' Examples, as encode_example(example_features(...))
+    does, byte for byte (tests/unit/test_features.py), at a third of its cost:
+    the rows are put in key order once, and an entry whose value repeats from
+    record to record (format, sizes, the class) is encoded once and reused."""
+
+    CACHED = 4096  # distinct values a row keeps; a row with more (filenames) stops caching
+    SMALL = 48     # bytes values longer than this are not cached (hashes, image bytes)
+
+    def __init__(self, label_kind, keys: dict, resized: bool = False):
+        self._kind, self._keys, self._resized = label_kind, keys, resized
+        rows = [(keys.get(ft.key, ft.key), ft) for ft in features_for(label_kind, resized)]
+        self._rows = [(key, ft.kind, ft.value, {}) for key, ft in rows if key]
+        self._rows.sort(key=lambda row: row[0].encode("utf-8"))
+
+    def encode(self, rec: Rec, data: bytes, sha256_hex: str) -> tuple[list, int]:
+        """(chunks, length) of the record's Example."""
+        if rec.features:  # a table's extra columns: merged in key order (and renamed) the general way
+            return encode_example(example_features(rec, data, sha256_hex, self._kind, self._keys, self._resized))
+        pieces: list = []
+        total = 0
+        for key, kind, value, cache in self._rows:
+            v = value(rec, data, sha256_hex)
+            cached = cache is not None and (kind != BYTES or len(v) <= self.SMALL)
+            got = cache.get(v) if cached else None
+            if got is None:
+                got = entry(key, kind, (v,))
+                if cached:
+                    cache[v] = got
+                    if len(cache) >= self.CACHED:  # values that do not repeat: caching them costs
+                        self._rows = [r if r[0] != key else (key, kind, value, None) for r in self._rows]
+            pieces += got[0]
+            total += got[1]
+        return assemble(pieces, total)
 
 
 def feature_schema(label_kind, extra_kinds: tuple, keys: dict, resized: bool = False) -> dict:

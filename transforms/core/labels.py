@@ -57,6 +57,23 @@ def raw_label(rec: Rec, spec: LabelSpec) -> Optional[str]:
     return text if text is None or is_utf8(text) else None
 
 
+class LabelDeriver:
+    """(raw_label, label_folder) of records. A folder's label is derived once
+    for all its records (they are listed together), not once each."""
+
+    def __init__(self, spec: LabelSpec):
+        self._spec = spec
+        self._folder, self._got = None, (None, None)
+
+    def __call__(self, rec: Rec) -> tuple[Optional[str], Optional[str]]:
+        if self._spec.source is not LabelSource.FOLDER:
+            return raw_label(rec, self._spec), None
+        folder = rec.rel.rpartition("/")[0]  # both depend on the folders only
+        if folder != self._folder:
+            self._folder, self._got = folder, (raw_label(rec, self._spec), label_folder(rec, self._spec))
+        return self._got
+
+
 def is_utf8(text: str) -> bool:
     """False for a name holding undecodable bytes (os.fsdecode's surrogates)."""
     try:
@@ -110,9 +127,12 @@ class Stats:
         self.folders: set = set()          # class folders as listed, to find NFC/NFD twins
 
     def add(self, rec: Rec, folder: Optional[str] = None) -> "Stats":
+        return self.add_label(rec.label_text, rec.extras, folder)
+
+    def add_label(self, t: Optional[str], extras: tuple = (), folder: Optional[str] = None) -> "Stats":
+        """A record's label text, its table's extra cells and its class folder."""
         if folder is not None:
             self.folders.add(folder)
-        t = rec.label_text
         if t:
             if self.names is not None:
                 self.names.add(t)
@@ -122,7 +142,7 @@ class Stats:
                 self.all_int = False
             if self.all_float and not is_float(t):
                 self.all_float = False
-        for col, v in rec.extras:
+        for col, v in extras:
             kinds = self.columns.setdefault(col, [True, True])
             if v:
                 kinds[0] = kinds[0] and is_int(v)
@@ -230,12 +250,18 @@ def _typed(kind: str, raw: str) -> list:
     return [raw.encode("utf-8")]
 
 
-def assign_label(rec: Rec, lm: LabelMap, lookup: dict) -> Union[Rec, Reject]:
-    """The record with its label id or target and typed extra features, or a Reject."""
+_OWN = object()
+
+
+def assign_label(rec: Rec, lm: LabelMap, lookup: dict, text=_OWN) -> Union[Rec, Reject]:
+    """The record with its label text, label id or target and typed extra
+    features, or a Reject. `text`: the label derived (LabelDeriver), if not
+    the record's own `label_text`."""
     features = tuple((col, kind, _typed(kind, raw)) for (col, raw), (_, kind) in zip(rec.extras, lm.extra_kinds))
+    if text is _OWN:
+        text = rec.label_text
     if lm.kind is LabelType.NONE:
-        return rec._replace(features=features)
-    text = rec.label_text
+        return rec._replace(label_text=text, features=features)
     if not text:
         if not is_utf8(rec.rel):
             return reject(rec, Reason.NO_LABEL, "no label: the path is not valid UTF-8, so its folder name "
@@ -245,16 +271,16 @@ def assign_label(rec: Rec, lm: LabelMap, lookup: dict) -> Union[Rec, Reject]:
     if lm.kind is LabelType.FLOAT:
         if not is_float(text):
             return reject(rec, Reason.BAD_LABEL, f"label {text!r} is not a finite number (regression target)")
-        return rec._replace(target=float(text), features=features)
+        return rec._replace(label_text=text, target=float(text), features=features)
     if lm.kind is LabelType.INT:
         if not is_int(text):
             return reject(rec, Reason.BAD_LABEL, f"label {text!r} is not an integer class id")
         if not INT64_MIN <= int(text) + lm.offset <= INT64_MAX:
             return reject(rec, Reason.BAD_LABEL, f"label {text!r} plus --label_offset {lm.offset} does not fit "
                           "an int64")
-        return rec._replace(label_id=int(text) + lm.offset, features=features)
+        return rec._replace(label_text=text, label_id=int(text) + lm.offset, features=features)
     label_id = lookup.get(text)
     if label_id is None:
         return reject(rec, Reason.UNKNOWN_LABEL, f"label {text!r} is not in the frozen label map "
                       "(pass --extend_label_map to add new classes)")
-    return rec._replace(label_id=label_id, features=features)
+    return rec._replace(label_text=text, label_id=label_id, features=features)

@@ -7,6 +7,7 @@ read in the step that writes each shard, never shuffled through the runner.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import pickle
 from typing import NamedTuple, Optional
@@ -46,14 +47,33 @@ class Batch(list):
 
 
 def pack(items: list) -> bytes:
-    """A batch as opaque bytes for a shuffle. The local runner holds every
+    """A batch as opaque bytes, for a shuffle or a spill file. The local runner holds every
     grouped value in memory, decoded; as bytes a record costs ~150 bytes
-    there instead of ~1 KB of Python objects, and is decoded once, not twice."""
-    return pickle.dumps(list(items), protocol=pickle.HIGHEST_PROTOCOL)
+    there instead of ~1 KB of Python objects, and is decoded once, not twice.
+
+    A batch of records (or of (key, record) pairs) is pickled as plain tuples:
+    pickle builds a NamedTuple through a Python call per record, which made
+    packing and unpacking cost 11 us a record instead of 5."""
+    items = list(items)
+    types = set(map(type, items))
+    cls = types.pop() if len(types) == 1 else None
+    if cls in _PACKED:
+        return pickle.dumps((cls.__name__, False, list(map(tuple, items))), protocol=pickle.HIGHEST_PROTOCOL)
+    if cls is tuple and set(map(len, items)) == {2}:
+        inner = {type(v) for _, v in items}
+        cls = inner.pop() if len(inner) == 1 else None
+        if cls in _PACKED:
+            return pickle.dumps((cls.__name__, True, [(k, tuple(v)) for k, v in items]),
+                                protocol=pickle.HIGHEST_PROTOCOL)
+    return pickle.dumps(("", False, items), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def unpack(data: bytes) -> Batch:
-    return Batch(pickle.loads(data))
+    name, pairs, rows = pickle.loads(data)
+    if not name:
+        return Batch(rows)
+    make = functools.partial(tuple.__new__, _BY_NAME[name])
+    return Batch([(k, make(v)) for k, v in rows] if pairs else map(make, rows))
 
 
 def fingerprint(data: bytes) -> int:
@@ -122,6 +142,10 @@ class ShardResult(NamedTuple):
     label_counts: tuple  # ((label_id, count), ...) sorted
     index_temp_path: str = ""  # --index_files: the shard's index in the staging folder ("" without)
     index_bytes: int = 0
+
+
+_PACKED = frozenset({Rec, Reject})  # the NamedTuples pack() stores as plain tuples
+_BY_NAME = {cls.__name__: cls for cls in _PACKED}
 
 
 def rejects_jsonl(rejects: list) -> bytes:

@@ -24,8 +24,10 @@ class _StatsFn(beam.CombineFn):
         return labels.Stats()
 
     def add_input(self, acc, batch):
-        for rec in _derived(spill.load(batch), self._spec):
-            acc.add(rec, labels.label_folder(rec, self._spec))
+        derive = labels.LabelDeriver(self._spec)
+        for rec in spill.load(batch):
+            text, folder = derive(rec)
+            acc.add_label(text, rec.extras, folder)
         return acc
 
     def merge_accumulators(self, accs):
@@ -39,10 +41,6 @@ class _StatsFn(beam.CombineFn):
         return acc
 
 
-def _derived(batch, spec: LabelSpec):
-    return (r._replace(label_text=labels.raw_label(r, spec)) for r in batch)
-
-
 class _AssignFn(beam.DoFn):
     def __init__(self, spec: LabelSpec):
         self._spec = spec
@@ -53,8 +51,9 @@ class _AssignFn(beam.DoFn):
         if self._lookup_for is not label_map:
             self._lookup, self._lookup_for = label_map.as_dict(), label_map
         good, bad = Batch(), Batch()
-        for rec in _derived(spill.load(batch), self._spec):
-            out = labels.assign_label(rec, label_map, self._lookup)
+        derive = labels.LabelDeriver(self._spec)
+        for rec in spill.load(batch):
+            out = labels.assign_label(rec, label_map, self._lookup, derive(rec)[0])
             (good if isinstance(out, Rec) else bad).append(out)
         if good:
             yield good

@@ -32,8 +32,7 @@ from typing import NamedTuple, Union
 
 import apache_beam as beam
 
-from transforms.core.example_codec import encode_example
-from transforms.core.features import example_features
+from transforms.core.features import ExampleEncoder
 from transforms.core.images import BadImage, ImagePolicy, check_record, configure_pillow, reencode_image
 from transforms.core.quality import Row as QualityRow
 from transforms.core.records import Batch, Reason, Rec, Reject, ShardResult, fingerprint, reject
@@ -134,6 +133,7 @@ class _WriteShardFn(beam.DoFn):
         self._progress = Progress(self._progress_dir, "write")
         self._validated = Progress(self._progress_dir if self._validate else "", "validate")
         self._pool = None
+        self._encoders: dict = {}  # label kind -> ExampleEncoder (the kind comes with the label map)
 
     def process(self, element, label_map):
         (split, index, num_shards), groups = element
@@ -146,6 +146,7 @@ class _WriteShardFn(beam.DoFn):
         rows = Batch() if self._quality_rows else None  # for CheckQuality: a small row per record written
         policy, validate = self._policy, self._validate
         in_flight = policy.reads.in_flight_for(recs[0].path) if recs else 1
+        encoder = self._encoder(label_map.kind)
         if self._pool is None and recs:
             self._pool = make_pool(policy.reads, recs[0].path)
         with shard_writer(temp, self._output_format, self._compression) as writer:
@@ -161,8 +162,7 @@ class _WriteShardFn(beam.DoFn):
                 if rows is not None:
                     rows.append(QualityRow(rec.rel, split, rec.label_text, rec.label_id, sha, rec.phash,
                                            rec.width, rec.height))
-                chunks, length = encode_example(example_features(rec, data, sha, label_map.kind, self._keys,
-                                                                  policy.resize.enabled))
+                chunks, length = encoder.encode(rec, data, sha)
                 before = writer.bytes_written
                 writer.write(chunks, length)
                 if rec.label_id is not None:
@@ -193,6 +193,11 @@ class _WriteShardFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(QUALITY, rows)
         yield ShardResult(split, index, num_shards, name, temp, writer.records, writer.bytes_written,
                           crc, tuple(sorted(label_counts.items())), index_temp, len(index_data))
+
+    def _encoder(self, label_kind) -> ExampleEncoder:
+        if self._encoders.get(label_kind) is None:
+            self._encoders[label_kind] = ExampleEncoder(label_kind, self._keys, self._policy.resize.enabled)
+        return self._encoders[label_kind]
 
     def teardown(self):
         self._progress.flush(force=True)

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import collections
 import fnmatch
+import functools
 import os
+import re
 from typing import Iterator
 
 from transforms.core.records import Rec
@@ -31,8 +33,16 @@ EXCLUDED_ALIAS = "symlink_alias"
 
 def included(name: str, patterns: tuple) -> bool:
     """Case-insensitive shell patterns on the file name (`*.jpg` matches `A.JPG`)."""
-    low = name.lower()
-    return any(fnmatch.fnmatchcase(low, p.lower()) for p in patterns)
+    return _matcher(patterns)(name.lower()) is not None
+
+
+@functools.lru_cache(maxsize=64)
+def _matcher(patterns: tuple):
+    """One regular expression for all the patterns (fnmatch's translation):
+    a match per listed file, not one per pattern."""
+    if not patterns:
+        return lambda name: None
+    return re.compile("|".join(f"(?:{fnmatch.translate(p.lower())})" for p in patterns)).match
 
 
 def folder_units(root: str) -> list[str]:

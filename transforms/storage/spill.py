@@ -27,7 +27,7 @@ from typing import Iterable, Iterator, NamedTuple, Union
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from transforms.core.records import Batch, unpack
+from transforms.core.records import Batch, pack, unpack
 
 
 _made: set = set()  # spill folders this process made
@@ -66,7 +66,7 @@ class SpillWriter:
         self._offset = 0
 
     def add(self, items: list) -> Spilled:
-        data = pickle.dumps(list(items), protocol=pickle.HIGHEST_PROTOCOL)
+        data = pack(items)
         self._f.write(data)
         ref = Spilled(self._path, self._offset, len(data), len(items))
         self._offset += len(data)
@@ -89,7 +89,7 @@ def load(batch: Union[Batch, list, bytes, Spilled]) -> Batch:
     if isinstance(batch, Spilled):
         with open(batch.path, "rb") as f:
             f.seek(batch.offset)
-            return Batch(pickle.loads(f.read(batch.length)))
+            return unpack(f.read(batch.length))
     if isinstance(batch, bytes):
         return unpack(batch)
     return batch if isinstance(batch, Batch) else Batch(batch)

@@ -1,0 +1,65 @@
+"""The shard writer's Example encoder (features.ExampleEncoder) against the
+general path (encode_example(example_features(...))) and protobuf's parser:
+every label kind, renamed and dropped keys, resizing, a table's extra
+columns, values that repeat (cached entries) and values that do not."""
+import hashlib
+import random
+
+import pytest
+
+from transforms.core.example_codec import BYTES, FLOAT, INT64, encode_example
+from transforms.core.features import ExampleEncoder, example_features, features_for
+from transforms.core.records import Rec
+from transforms.core.specs import LabelType
+
+
+def records(n: int, rng: random.Random) -> list:
+    out = []
+    for i in range(n):
+        extras = ()
+        if i % 7 == 3:
+            extras = (("bbox", FLOAT, [0.5, 0.25]), ("image/class/text", BYTES, [b"override"]),
+                      ("z_id", INT64, [i]))
+        out.append(Rec(f"train/c{i % 5}/im{i}-ä.jpg", "/x", 100 + i, label_text=f"c{i % 5}", label_id=i % 5,
+                       target=rng.choice([0.5, -2.25, 1e-30, float(i)]), features=extras,
+                       fmt=rng.choice(["jpeg", "png"]), source_fmt=rng.choice(["", "gif"]),
+                       height=rng.choice([24, 128, 300, 70000]), width=rng.choice([1, 32, 129]),
+                       channels=rng.choice([1, 3, 4]), colorspace="RGB",
+                       orig_height=rng.choice([0, 600]), orig_width=rng.choice([0, 800]),
+                       orig_sha256=rng.choice(["", "ab" * 32])))
+    return out
+
+
+@pytest.mark.parametrize("kind", [k for k in LabelType])
+@pytest.mark.parametrize("keys", [{}, {"image/encoded": "jpeg_bytes", "image/class/label": "a/label",
+                                       "image/filename": ""}])
+@pytest.mark.parametrize("resized", [False, True])
+def test_same_bytes_as_the_general_path(kind, keys, resized):
+    rng = random.Random(3)
+    enc = ExampleEncoder(kind, keys, resized)
+    enc.CACHED = 5  # small, so the switch from caching to not caching is exercised too
+    for rec in records(60, rng):
+        data = bytes(rng.getrandbits(8) for _ in range(rng.choice([0, 10, 5000])))
+        sha = hashlib.sha256(data).hexdigest()
+        chunks, n = enc.encode(rec, data, sha)
+        want, want_n = encode_example(example_features(rec, data, sha, kind, keys, resized))
+        assert b"".join(chunks) == b"".join(want) and n == want_n == len(b"".join(chunks))
+
+
+def test_protobuf_reads_what_the_encoder_writes():
+    from tensorflow.core.example import example_pb2
+    rng = random.Random(5)
+    enc = ExampleEncoder(LabelType.CLASS, {})
+    for rec in records(20, rng):
+        rec = rec._replace(features=())
+        data = rng.randbytes(6000)
+        chunks, n = enc.encode(rec, data, hashlib.sha256(data).hexdigest())
+        assert any(c is data for c in chunks)  # the image bytes are not copied
+        ex = example_pb2.Example.FromString(b"".join(chunks))
+        f = ex.features.feature
+        assert sorted(f) == sorted(ft.key for ft in features_for(LabelType.CLASS))
+        assert f["image/encoded"].bytes_list.value == [data]
+        assert f["image/class/label"].int64_list.value == [rec.label_id]
+        assert f["image/height"].int64_list.value == [rec.height]
+        assert f["image/filename"].bytes_list.value == [rec.rel.encode()]
+        assert ex.SerializeToString(deterministic=True) == b"".join(chunks)
