@@ -30,16 +30,20 @@ CLASSES = 1000
 SOURCES = 50
 
 
-def _sources(folder: str, n: int) -> list[str]:
+def _sources(folder: str, n: int, bad: bool = False) -> list[str]:
     """SOURCES distinct tiny JPEGs, as files enough that no inode passes
-    ext4's 65,000 links (copy k holds the bytes of source k % SOURCES)."""
+    ext4's 65,000 links (copy k holds the bytes of source k % SOURCES);
+    `bad`: text files named .jpg instead, each rejected (not_an_image)."""
     import numpy as np
     from PIL import Image
     os.makedirs(folder, exist_ok=True)
     paths = []
     for k in range(max(SOURCES, -(-n // 50_000) * SOURCES)):
         path = os.path.join(folder, f"src{k}.jpg")
-        if not os.path.exists(path):
+        if bad and not os.path.exists(path):
+            with open(path, "wb") as f:
+                f.write(b"<html>403 Forbidden</html>\n")
+        elif not os.path.exists(path):
             arr = (np.random.RandomState(k % SOURCES).rand(24, 32, 3) * 255).astype("uint8")
             buf = io.BytesIO()
             Image.fromarray(arr).save(buf, "JPEG", quality=90)
@@ -49,15 +53,16 @@ def _sources(folder: str, n: int) -> list[str]:
     return paths
 
 
-def ensure_tree(data_dir: str, n: int) -> str:
-    """data_dir/links-N/train/cXXX/iYYYYYY.jpg: N hard links, round-robin over classes."""
-    root = os.path.join(data_dir, f"links-{n}")
+def ensure_tree(data_dir: str, n: int, bad: bool = False) -> str:
+    """data_dir/links-N/train/cXXX/iYYYYYY.jpg: N hard links, round-robin over classes
+    (links-bad-N: to files that are not images)."""
+    root = os.path.join(data_dir, f"links-{'bad-' if bad else ''}{n}")
     done = os.path.join(root, ".complete")
     train = os.path.join(root, "train")
     if os.path.exists(done):
         return train
     shutil.rmtree(root, ignore_errors=True)
-    srcs = _sources(os.path.join(root, "sources"), n)
+    srcs = _sources(os.path.join(root, "sources"), n, bad)
     t = time.time()
     for c in range(CLASSES):
         os.makedirs(os.path.join(train, f"c{c:03d}"))
@@ -76,15 +81,19 @@ def main(argv=None) -> int:
     ap.add_argument("--interval", type=float, default=0.1, help="seconds between RSS samples")
     ap.add_argument("--extra", default="--validate header --num_shards 256",
                     help="converter flags, space-separated")
+    ap.add_argument("--bad", action="store_true",
+                    help="every file is a text file named .jpg: every record is rejected (with "
+                         "--max_reject_fraction 1), to measure the rejects' path")
     a = ap.parse_args(argv)
     sizes = [int(x) for x in a.sizes.split(",")]
     rows = []
     for n in sizes:
-        train = ensure_tree(a.data_dir, n)
+        train = ensure_tree(a.data_dir, n, a.bad)
         out = tempfile.mkdtemp(prefix="bench-scale-", dir=a.data_dir)
         try:
             cmd = [sys.executable, "-m", "pipelines.convert", "--input", train, "--output", out,
-                   "--progress", "off", "--overwrite", *a.extra.split()]
+                   "--progress", "off", "--overwrite", *a.extra.split(),
+                   *(["--max_reject_fraction", "1"] if a.bad else [])]
             r = procmon.run_measured(cmd, cwd=ROOT, interval=a.interval, timeout=7200)
             if r["returncode"] != 0:
                 raise SystemExit(f"the conversion of {n:,} images failed (exit {r['returncode']})")

@@ -135,7 +135,7 @@ def test_disk_full_while_writing_the_manifest(tree, small_disk, monkeypatch, cap
 def test_disk_full_while_writing_the_label_map(tree, small_disk, monkeypatch, capsys):
     images, labels = tree
     out = os.path.join(small_disk.dir, "out")
-    fill_before(monkeypatch, small_disk, "write_bytes", "label_map.json")
+    fill_before(monkeypatch, small_disk, "write_chunks", "label_map.json")
     assert convert("--input", images, "--output", out) == 1
     monkeypatch.undo()
     err = assert_fails_then_overwrite_works(images, out, small_disk, capsys, labels)
@@ -240,13 +240,13 @@ def test_lock_deleted_by_hand_publishes_nothing(tree, tmp_path, monkeypatch, cap
 def test_output_removed_while_publishing(tree, tmp_path, monkeypatch, capsys):
     images, _ = tree
     out = str(tmp_path / "out")
-    real = fsutil.write_bytes
+    real = fsutil.write_chunks
 
-    def write_bytes(path, data):
+    def write_chunks(path, chunks):
         if os.path.basename(path) == "rejects.jsonl":  # the shards are in; the rest is still to come
             shutil.rmtree(out)
-        return real(path, data)
-    monkeypatch.setattr(fsutil, "write_bytes", write_bytes)
+        return real(path, chunks)
+    monkeypatch.setattr(fsutil, "write_chunks", write_chunks)
     assert convert("--input", images, "--output", out) == 1
     captured = capsys.readouterr()
     assert "missing after publishing" in captured.err and "Converted in" not in captured.out

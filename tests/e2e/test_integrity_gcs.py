@@ -55,14 +55,14 @@ def test_output_removed_while_publishing_to_a_bucket(gcs, tmp_path, monkeypatch,
     publishing (after the shards are in): exit 1, no manifest, no summary."""
     images = str(tmp_path / "images")
     make_tree(images, per_class=2)
-    real = fsutil.write_bytes
+    real = fsutil.write_chunks
 
-    def write_bytes(path, data):
+    def write_chunks(path, chunks):
         if path.endswith("/rejects.jsonl"):
             for blob in bucket().list_blobs(prefix="gone1/"):
                 blob.delete()
-        return real(path, data)
-    monkeypatch.setattr(fsutil, "write_bytes", write_bytes)
+        return real(path, chunks)
+    monkeypatch.setattr(fsutil, "write_chunks", write_chunks)
     assert convert("--input", images, "--output", f"gs://{BUCKET}/gone1") == 1
     captured = capsys.readouterr()
     assert "missing after publishing" in captured.err and "Converted in" not in captured.out

@@ -2,7 +2,7 @@
 (transforms/storage/spill.py). The shards, rejects and label map are the same,
 byte for byte, whether the metadata waits in files or in the runner (the path
 a remote runner takes), for every pipeline shape: one or two reads per image,
-a cap per split, a versioned run, a label table."""
+a cap per split, stratified splits, a versioned run, a label table."""
 from __future__ import annotations
 
 import os
@@ -44,6 +44,7 @@ def messy_tree(tmp_path):
     ["--num_shards", "4"],
     ["--num_shards", "3", "--reads_per_image", "2"],
     ["--split", "train=0.7,validation=0.3", "--max_examples_per_split", "7"],
+    ["--split", "train=0.6,validation=0.4", "--stratify", "--num_shards", "2"],  # the classes' cut points
 ])
 def test_same_output_whether_metadata_waits_in_files_or_in_the_runner(messy_tree, tmp_path, extra):
     outs = {}

@@ -148,7 +148,12 @@ _PACKED = frozenset({Rec, Reject})  # the NamedTuples pack() stores as plain tup
 _BY_NAME = {cls.__name__: cls for cls in _PACKED}
 
 
+def reject_order(r: Reject) -> tuple:
+    """The order of rejects.jsonl: by path (then reason, detail, split)."""
+    return r.rel, r.reason, r.detail, r.split
+
+
 def rejects_jsonl(rejects: list) -> bytes:
     """rejects.jsonl: one JSON object per reject, in path order."""
-    rows = sorted(rejects, key=lambda r: (r.rel, r.reason, r.detail))
+    rows = sorted(rejects, key=reject_order)
     return "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in rows).encode("utf-8", "surrogateescape")

@@ -19,9 +19,10 @@ from typing import Optional
 import apache_beam as beam
 
 from transforms.core import quality, report_html
-from transforms.core.records import Batch, rejects_jsonl
+from transforms.core.records import Batch
 from transforms.core.report_html import ReportInputs, Sample
 from transforms.storage import fsutil, report_data, run_lock, spill
+from transforms.storage.reject_log import RejectLog
 
 CHECK_FORMAT = "tfrecord-pipelines/check/v1"
 CHECK_JSON = "check.json"
@@ -121,7 +122,7 @@ class CheckReport(beam.PTransform):
 # ---- the check's files ---------------------------------------------------------------------------------------------
 
 
-def check_figures(out, options: dict, tool_version: str, rejects: list, stats: dict, label_map, counts: dict,
+def check_figures(out, options: dict, tool_version: str, rejects: RejectLog, stats: dict, label_map, counts: dict,
                   quality_section: Optional[dict]) -> dict:
     """check.json: the manifest's figures for a run that wrote nothing."""
     names = {i: n for n, i in label_map.ids}
@@ -133,7 +134,7 @@ def check_figures(out, options: dict, tool_version: str, rejects: list, stats: d
             s["label_counts"][names.get(label_id, str(label_id))] = n
     valid = sum(counts.values())
     listed, not_selected = stats.get("listed", 0), stats.get("not_selected", 0)
-    by_reason = collections.Counter(r.reason for r in rejects)
+    by_reason = rejects.by_reason
     figures = {
         "format": CHECK_FORMAT,
         "tool_version": tool_version,
@@ -156,7 +157,7 @@ def reconciles(figures: dict) -> bool:
     return c["listed"] == c["valid"] + c["rejected"] + c["not_selected"]
 
 
-def report_inputs(figures: dict, samples: dict, rejects: list, label_map) -> ReportInputs:
+def report_inputs(figures: dict, samples: dict, rejects: RejectLog, label_map) -> ReportInputs:
     """Thumbnails from the input files themselves: the sampled records, the
     first rejects of each reason, the files of the duplicates shown."""
     budget = report_data.Budget(report_data.DEADLINE_SECONDS)
@@ -169,7 +170,8 @@ def report_inputs(figures: dict, samples: dict, rejects: list, label_map) -> Rep
             inputs.samples.append(Sample(label, split, caption, report_data.file_thumbnail(path, budget)))
             inputs.sampled_sizes.append((w, h))
     root = str(figures["options"].get("inputs", {}).get("root", ""))
-    shown = report_data.pick_rejects(r.to_json() for r in sorted(rejects, key=lambda r: (r.rel, r.reason, r.detail)))
+    # As the publish step's report does: from the first rejects in path order (rejects.jsonl's first lines).
+    shown = report_data.pick_rejects(r.to_json() for r in rejects.first(report_data.MAX_REJECT_LINES))
     report_data.add_rejects(inputs, shown, root, budget)
     for p in report_data.wanted_paths(figures):
         inputs.thumbs[p] = report_data.source_thumbnail(root, p, budget)
@@ -184,7 +186,7 @@ def report_inputs(figures: dict, samples: dict, rejects: list, label_map) -> Rep
 def write_check(settings: tuple, rejects: list, stats: dict, label_map, counts: dict, samples: dict,
                 quality_section: Optional[dict] = None) -> dict:
     out, options, max_reject_fraction, tool_version = settings
-    rejects = [r for b in rejects for r in spill.load(b)]
+    rejects = RejectLog(rejects)
     try:
         figures = check_figures(out, options, tool_version, rejects, stats, label_map, counts, quality_section)
         if not reconciles(figures):
@@ -202,7 +204,7 @@ def write_check(settings: tuple, rejects: list, stats: dict, label_map, counts: 
             log.warning("report.html not built: %s: %s", type(e).__name__, e)
             page, figures["report"] = None, {"file": None, "error": f"{type(e).__name__}: {str(e)[:300]}"}
         run_lock.check(out.lock_dir, out.run_id)  # a run whose lock was taken over writes nothing
-        fsutil.write_bytes(fsutil.join(out.output, CHECK_REJECTS), rejects_jsonl(rejects))
+        fsutil.write_chunks(fsutil.join(out.output, CHECK_REJECTS), rejects.jsonl())
         if page is not None:
             fsutil.write_bytes(fsutil.join(out.output, report_data.REPORT), page.encode("utf-8"))
         text = json.dumps(figures, indent=1, ensure_ascii=False) + "\n"

@@ -32,9 +32,10 @@ import apache_beam as beam
 from transforms.core import resize, tfds_metadata
 from transforms.core.errors import ConversionError
 from transforms.core.features import feature_roles, feature_schema, tfmd_schema
-from transforms.core.records import ShardResult, rejects_jsonl
+from transforms.core.records import ShardResult
 from transforms.core.specs import PublishSpec
-from transforms.storage import fsutil, layout, report_data, run_lock, spill
+from transforms.storage import fsutil, layout, report_data, run_lock
+from transforms.storage.reject_log import RejectLog
 
 
 class PublishError(ConversionError, RuntimeError):
@@ -86,7 +87,7 @@ def build_manifest(spec: PublishSpec, got: RunResults, shards: dict) -> dict:
             "label_counts": {names.get(i, str(i)): c for i, c in sorted(per_label.items())},
             "shards": [_shard_entry(s) for s in ss],
         }
-    by_reason = collections.Counter(r.reason for r in rejects)
+    by_reason = rejects.by_reason
     schema = feature_schema(label_map.kind, label_map.extra_kinds, keys, resize.enabled_in(spec.options))
     manifest = {
         "format": layout.MANIFEST_FORMAT,
@@ -148,7 +149,7 @@ def _read_json(path: str):
 class RunResults(NamedTuple):
     """What the pipeline hands the publish step."""
     shards: list        # [ShardResult]
-    rejects: list       # [Reject]
+    rejects: RejectLog  # counted; rejects.jsonl streamed from spill files or batches
     stats: dict         # {"listed": n, "not_selected": n, "excluded/<why>": n}
     label_map: object   # LabelMap
     plans: dict         # {split: SplitPlan}
@@ -192,7 +193,7 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
         fsutil.delete([manifest_path])
         _move_shards_in(out.output, spec.staging, all_shards)
         for name, data in _companions(got, manifest).items():
-            fsutil.write_bytes(fsutil.join(out.output, name), data)
+            fsutil.write_chunks(fsutil.join(out.output, name), [data] if isinstance(data, bytes) else data)
         _remove_stale_tfds_files(out.output, manifest["tfds"]["metadata"])
     check_published(out.output, all_shards)  # never a manifest beside missing shards
     # report.html before the manifest (still written last), which notes whether it was written: a report
@@ -220,7 +221,7 @@ def _refuse_too_many_rejects(spec: PublishSpec, got: RunResults) -> None:
         return
     failed = fsutil.join(output, layout.failed_rejects_name(spec.output.run_id))
     with _writing(output):
-        fsutil.write_bytes(failed, rejects_jsonl(rejects))
+        fsutil.write_chunks(failed, rejects.jsonl())
     _prune_failed_rejects(output, spec.output.run_id)
     raise TooManyRejects(
         f"{len(rejects):,} of {listed:,} listed records ({len(rejects) / listed:.1%}) were rejected, "
@@ -229,8 +230,8 @@ def _refuse_too_many_rejects(spec: PublishSpec, got: RunResults) -> None:
 
 
 def _companions(got: RunResults, manifest: dict) -> dict:
-    """{file name: bytes} written beside the shards, before the manifest."""
-    files = {layout.REJECTS: rejects_jsonl(got.rejects), layout.LABEL_MAP: label_map_json(got.label_map),
+    """{file name: bytes (or its pieces)} written beside the shards, before the manifest."""
+    files = {layout.REJECTS: got.rejects.jsonl(), layout.LABEL_MAP: label_map_json(got.label_map),
              layout.SCHEMA: schema_pbtxt(manifest["features"])}
     files.update(tfds_metadata.metadata_files(manifest, f"Converted by tfrecord-pipelines {manifest['tool_version']}"))
     return files
@@ -351,7 +352,7 @@ class Publish(beam.PTransform):
                 | "Once" >> beam.Create([None])
                 | "Publish" >> beam.Map(
                     lambda _, shards, rejects, *got: publish(spec, RunResults(
-                        shards, [r for b in rejects for r in spill.load(b)], *got)),
+                        shards, RejectLog(rejects), *got)),
                     side.AsList(inputs["shards"]), side.AsList(rejects), side.AsDict(stats),
                     side.AsSingleton(inputs["label_map"]), side.AsSingleton(inputs["plans"]),
                     side.AsSingleton(inputs["fingerprint"]),

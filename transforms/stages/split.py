@@ -98,7 +98,7 @@ class Split(beam.PTransform):
                 batches
                 | "Positions" >> beam.FlatMap(lambda b: [(stratum(r), unit_hash(r.rel, spec.salt))
                                                          for r in spill.load(b)])
-                | "ByClass" >> beam.GroupByKey()
+                | "ByClass" >> spill.GroupByKey(self._spill_dir)  # a local run: in spill files, not the runner
                 | "Cuts" >> beam.MapTuple(lambda k, us: (k, stratified_cuts(list(us), spec.ratios))))]
         out = batches | "Assign" >> beam.ParDo(_SplitFn(self._spec, self._seed), *cuts).with_outputs(
             REJECTS, main=RECORDS)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
-from typing import Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -99,18 +99,25 @@ def write_bytes(path: str, data: bytes) -> None:
     """Writes a whole file under its final name atomically (temp + rename locally;
     a GCS object appears only when its upload completes). A failed write (disk
     full) leaves no temp file behind."""
+    write_chunks(path, (data,))
+
+
+def write_chunks(path: str, chunks: Iterable[bytes]) -> None:
+    """write_bytes of the chunks' concatenation, a chunk at a time."""
     if is_local(path):
         tmp = _local_temp(path)
         try:
             with open_write(tmp) as f:
-                f.write(data)
+                for c in chunks:
+                    f.write(c)
             os.replace(tmp, path)
         except BaseException:
             _remove_quietly(tmp)
             raise
         return
     with open_write(path) as f:
-        f.write(data)
+        for c in chunks:
+            f.write(c)
 
 
 def create_only(path: str, data: bytes) -> None:
