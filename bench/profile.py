@@ -13,7 +13,7 @@ times (the median pass is reported, and the fastest):
   fingerprint      transforms.core.records.fingerprint (CRC32C of the whole file: the change
                    check of --reads_per_image 2)
   sha256           hashlib.sha256(data).hexdigest() for image/key/sha256
-  Example build    features.example_features + example_codec.encode_example
+  Example build    features.ExampleEncoder.encode (the shard writer's: rows in key order, repeating entries reused)
   framing+CRC      tfrecord_io.RecordWriter.write into a null sink: framing, the record's
                    CRC32C and the shard's running CRC32C (both shown too)
   write            the framed record written to 8 files on disk (buffered, closed, no fsync)
@@ -126,12 +126,11 @@ def main(argv=None) -> int:
     from PIL import Image
 
     from bench.baselines import list_images
-    from transforms.core.example_codec import encode_example
     from transforms.core.images import ImagePolicy, Validation, probe_image
     from transforms.core.records import Rec, fingerprint
     from transforms.core.tfrecord_io import RecordWriter, masked_crc
     from transforms.core.images import configure_pillow
-    from transforms.core.features import example_features
+    from transforms.core.features import ExampleEncoder
 
     train = find_train(os.path.abspath(a.data)) if a.data else default_data(a.images)
     items = list_images(train)
@@ -154,7 +153,8 @@ def main(argv=None) -> int:
                 **{k: v for k, v in info._asdict().items() if k in Rec._fields})
             for (p, c, i), d, info in zip(items, datas, infos)]
     shas = [hashlib.sha256(d).hexdigest() for d in datas]
-    encoded = [encode_example(example_features(r, d, s, "class", {})) for r, d, s in zip(recs, datas, shas)]
+    encoder = ExampleEncoder("class", {})
+    encoded = [encoder.encode(r, d, s) for r, d, s in zip(recs, datas, shas)]
     idx = list(range(n))
 
     def read(p):
@@ -180,8 +180,7 @@ def main(argv=None) -> int:
     steps["Pillow full decode"] = measure(datas, a.passes, pil_decode)
     steps["fingerprint"] = measure(datas, a.passes, fingerprint)
     steps["sha256"] = measure(datas, a.passes, lambda d: hashlib.sha256(d).hexdigest())
-    steps["Example build"] = measure(idx, a.passes, lambda i: encode_example(
-        example_features(recs[i], datas[i], shas[i], "class", {})))
+    steps["Example build"] = measure(idx, a.passes, lambda i: encoder.encode(recs[i], datas[i], shas[i]))
     steps["framing+CRC"] = measure(idx, a.passes, framing)
     steps["  of which CRC32C"] = measure(idx, a.passes, lambda i: masked_crc(encoded[i][0]))
     steps["  of which shard CRC32C"] = measure(idx, a.passes, shard_crc)

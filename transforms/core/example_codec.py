@@ -101,6 +101,23 @@ def entry(key: str, kind: str, values: Sequence) -> tuple[list, int]:
     return [head, *pieces], len(head) + flen
 
 
+def bytes_entry(key: str, value: bytes) -> tuple[list, int]:
+    """entry(key, BYTES, [value]), the shard writer's commonest case, without
+    the general path's lists."""
+    n = len(value)
+    value_head = _TAG_1_LEN + varint(n)             # BytesList.value
+    list_len = len(value_head) + n
+    list_head = _TAG_1_LEN + varint(list_len)       # Feature.bytes_list
+    flen = len(list_head) + list_len
+    feature_head = _TAG_2_LEN + varint(flen)        # the map entry's value
+    key_field = _key_field(key)
+    head = (_TAG_1_LEN + varint(len(key_field) + len(feature_head) + flen) + key_field + feature_head
+            + list_head + value_head)
+    if n <= _INLINE_LIMIT:
+        return [head + value], len(head) + n
+    return [head, value], len(head) + n
+
+
 def assemble(pieces: list, total: int) -> tuple[Chunks, int]:
     """The Example from its entries' pieces, in order (`total`: their summed
     length), as (chunks, length). Small pieces are joined into few chunks;

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from typing import Callable, NamedTuple, Optional
 
-from transforms.core.example_codec import BYTES, FLOAT, INT64, assemble, encode_example, entry
+from transforms.core.example_codec import BYTES, FLOAT, INT64, assemble, bytes_entry, encode_example, entry
 from transforms.core.records import Rec
 from transforms.core.specs import LabelType
 
@@ -122,7 +122,7 @@ class ExampleEncoder:
             cached = cache is not None and (kind != BYTES or len(v) <= self.SMALL)
             got = cache.get(v) if cached else None
             if got is None:
-                got = entry(key, kind, (v,))
+                got = bytes_entry(key, v) if kind == BYTES else entry(key, kind, (v,))
                 if cached:
                     cache[v] = got
                     if len(cache) >= self.CACHED:  # values that do not repeat: caching them costs

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import operator
 from typing import Iterable
 
 import apache_beam as beam
@@ -69,10 +70,13 @@ def _sum_pairs(pairs: Iterable[tuple]) -> tuple:
     return count, nbytes
 
 
+_KEY_ORDER = operator.attrgetter("key", "rel")  # shuffle order: the key, then the path for a tie
+
+
 def _assign(element: tuple, plans: dict, spill_dir: str = "") -> list:
     (split, bucket), groups = element
     recs = sorted(itertools.chain.from_iterable(spill.load(packed) for _, _, packed in groups),
-                  key=lambda r: (r.key, r.rel))
+                  key=_KEY_ORDER)
     plan = plans[split]
     with _packer(spill_dir) as put:
         return [((split, shard, plan.num_shards), put(items))
