@@ -126,13 +126,72 @@ def test_band_pairs_reports_each_pair_once_and_skips_exact_copies():
     b = row("b", phash=(0b1011 << 60) ^ 0b111, sha="2")       # 3 bits apart: shares bands 0..4
     c = row("c", phash=(0b1011 << 60) ^ 0b111, sha="2")       # same content as b: exact duplicate
     far = row("far", phash=(0b1011 << 60) ^ ((1 << 40) - 1), sha="3")
-    members = [far, c, b, a]
+    members = quality.Columns.of([far, c, b, a])
     got = []
     for band in range(quality.BANDS):
-        pairs, compared = quality.band_pairs(band, members, 8)
-        assert compared
-        got += [(d, x.rel, y.rel) for d, x, y in pairs]
+        pairs, across, skipped, examples = quality.near_summary(members, band, 8)
+        assert (pairs, across, skipped) == (len(examples), 0, 0)
+        got += [(d, x.rel, y.rel) for d, x, y in examples]
     assert sorted(got) == [(3, "a", "b"), (3, "a", "c")]
+
+
+def brute_force_pairs(rows, max_distance):
+    """Every pair within max_distance that does not share its content, once."""
+    return sorted((quality.hamming(a.phash, b.phash), a.rel, b.rel)
+                  for a, b in itertools.combinations(sorted(rows), 2)
+                  if quality.hamming(a.phash, b.phash) <= max_distance and a.sha256 != b.sha256
+                  and quality.first_shared_band(a.phash, b.phash) is not None)
+
+
+def test_near_summary_finds_what_comparing_every_pair_finds(monkeypatch):
+    # Clusters of hashes a few bits apart (many share band values), some exact copies, two splits.
+    rng = random.Random(1)
+    rows = []
+    for cluster in range(12):
+        base = rng.getrandbits(64)
+        for k in range(rng.randint(1, 40)):
+            h = base
+            for bit in rng.sample(range(64), rng.randint(0, 12)):
+                h ^= 1 << bit
+            split = "validation" if k % 5 == 4 else "train"
+            rows.append(row(f"{split}/{cluster}/{k}.jpg", split, sha=f"{cluster}-{k // 7 if k % 7 else k}", phash=h))
+    rng.shuffle(rows)
+    cols = quality.Columns.of(rows)
+    want = brute_force_pairs(rows, 8)
+    assert len(want) > 100
+    monkeypatch.setattr(quality, "MAX_EXAMPLES", 10**6)
+    monkeypatch.setattr(quality, "PAIR_CHUNK", 97)  # many chunks
+    parts = [quality.near_summary(cols, band, 8) for band in range(quality.BANDS)]
+    got = quality.NearSummary.merge(parts)
+    assert sorted((d, a.rel, b.rel) for d, a, b in got[3]) == want
+    assert got[0] == len(want)
+    assert got[1] == sum(a.split != b.split for _, a, b in got[3])
+    monkeypatch.setattr(quality, "MAX_EXAMPLES", 25)  # the first 25 in the manifest's order, whatever the chunks
+    capped = quality.NearSummary.merge([quality.near_summary(cols, band, 8) for band in range(quality.BANDS)])
+    assert capped[:3] == got[:3]
+    assert capped[3] == sorted(got[3], key=quality._pair_order)[:25]
+    monkeypatch.setattr(quality, "MAX_BUCKET", 3)  # buckets above it are counted as skipped, not compared
+    assert sum(quality.near_summary(cols, band, 8)[2] for band in range(quality.BANDS)) > 0
+
+
+def test_columns_and_vectorised_figures_match_the_row_functions():
+    rows = [row(f"t/{i}", label_id=i % 3, w=w, h=h) for i, (w, h) in
+            enumerate([(500, 375), (375, 500), (31, 31), (32, 32), (10**6, 1), (64, 48), (1, 10**6)])]
+    cols = quality.Columns.of(rows)
+    assert cols.row(3) == rows[3] and type(cols.row(3)) is Row
+    assert quality.Columns.concat([cols.take([0, 1]), cols.take([]), cols.take([2])]) == cols.take([0, 1, 2])
+    acc = quality.empty_sizes()
+    for r in rows:
+        quality.add_sizes(acc, r.width, r.height)
+    assert quality.size_counts(cols.width, cols.height) == acc
+    dup = quality.Columns.of([row("t/b", sha="x"), row("t/a", sha="x"), row("v/c", "validation", sha="x"),
+                              row("t/d", sha="y")])
+    out = quality.DupSummary.output(quality.dup_summary(dup), "keep_all")
+    assert (out["groups"], out["extra_copies"], out["across_splits"]) == (1, 2, 1)
+    assert [f["path"] for f in out["examples"][0]["files"]] == ["t/a", "t/b", "v/c"]
+    assert quality.dup_summary(cols)[:2] == (1, 6)  # all seven share sha "s"
+    assert quality.dup_summary(quality.Columns.of([row("a", sha="1"), row("b", sha="2")])) == \
+        quality.DupSummary.empty()
 
 
 def test_duplicate_groups_and_summary():

@@ -98,7 +98,7 @@ def example_features(rec: Rec, data: bytes, sha256_hex: str, label_kind, keys: d
 
 class ExampleEncoder:
     """Encodes records' Examples, as encode_example(example_features(...))
-    does, byte for byte (tests/unit/test_features.py), at a third of its cost:
+    does, byte for byte (tests/unit/test_example_encoder.py), at a quarter of its cost:
     the rows are put in key order once, and an entry whose value repeats from
     record to record (format, sizes, the class) is encoded once and reused."""
 

@@ -4,7 +4,7 @@ and split health, image-size histograms; and stratified ratio splits.
 
 The perceptual hash is computed from the small decode full validation
 already does (a JPEG at 1/8 scale, transforms/core/images.py), so it costs a
-resize of a ~60x45 image and a 32x32 DCT (~40 us), not a decode. It is the
+resize of a ~60x45 image and a 32x32 DCT (~30 us), not a decode. It is the
 classic DCT hash ("pHash"): grey levels at 32x32, 2-D DCT, the 8x8 lowest
 frequencies compared with their median: 64 bits. Measured choices (README,
 "Data-quality checks"; tests/unit/test_quality.py prints the distributions):
@@ -13,16 +13,22 @@ within ~10, a mirror image and distinct photos far apart.
 
 Near-duplicate candidates are found without comparing all pairs: the hash is
 cut into BANDS bands of 10-11 bits and only records sharing a band value are
-compared (locality-sensitive hashing), with numpy, a block of the distance
-matrix at a time. A pair within distance < BANDS always shares a band
-(pigeonhole); a pair at a larger distance up to the threshold is found when
-its differing bits leave one band whole (for 8 random bits, 89% of the time;
-README gives the measured recall on variants).
+compared (locality-sensitive hashing), with numpy, all the pairs of a group
+of rows at once (in chunks), the rows travelling as columns (Columns). A pair
+within distance < BANDS always shares a band (pigeonhole); a pair at a larger
+distance up to the threshold is found when its differing bits leave one band
+whole (for 8 random bits, 89% of the time; README gives the measured recall
+on variants).
 """
 from __future__ import annotations
 
 import bisect
+import collections
+import functools
 import hashlib
+import heapq
+import itertools
+import operator
 from typing import Iterable, NamedTuple, Optional
 
 import numpy as np
@@ -35,6 +41,7 @@ BANDS = len(BAND_WIDTHS)
 DEFAULT_MAX_DISTANCE = 8
 MAX_EXAMPLES = 1000      # groups or pairs listed in the manifest; all are counted
 MAX_BUCKET = 20000       # members of one band bucket compared pairwise (flat images can share one hash)
+PAIR_CHUNK = 1 << 20     # candidate pairs compared in one numpy step (a few tens of MB of arrays)
 TRAIN = "train"
 
 _SIZE = 32
@@ -43,6 +50,8 @@ _k = np.arange(_SIZE)
 _DCT = (np.sqrt(2.0 / _SIZE) * np.cos(np.pi * (2 * _k[None, :] + 1) * _k[:, None] / (2 * _SIZE))).astype(np.float32)
 _DCT[0] /= np.sqrt(2.0)
 _DCT8 = np.ascontiguousarray(_DCT[:8])
+_DCT8T = np.ascontiguousarray(_DCT8.T)
+_HALF = np.float32(0.5)
 
 
 def perceptual_hash(im: Image.Image) -> int:
@@ -50,8 +59,9 @@ def perceptual_hash(im: Image.Image) -> int:
     if im.mode not in ("L", "RGB"):
         im = im.convert("RGBA").convert("RGB") if "A" in im.mode or im.mode == "P" else im.convert("RGB")
     grey = np.asarray(im.convert("L").resize((_SIZE, _SIZE), Image.BILINEAR), dtype=np.float32)
-    low = (_DCT8 @ grey @ _DCT8.T).ravel()
-    mid = np.partition(low, (31, 32))[31:33].mean()  # the median, without np.median's overhead
+    low = (_DCT8 @ grey @ _DCT8T).ravel()
+    part = np.partition(low, (31, 32))
+    mid = (part[31] + part[32]) * _HALF  # the median, as np.median (float32), without its overhead
     return int.from_bytes(np.packbits(low > mid).tobytes(), "big")
 
 
@@ -105,6 +115,43 @@ def row_file(r) -> dict:
     return {"path": r.rel, "split": r.split, "label": r.label}
 
 
+class Columns(NamedTuple):
+    """Rows as columns, one list per Row field: a group of rows crosses the
+    runner or a spill file pickled in a few calls (a list of Rows costs a
+    Python call per Row each way), and the checks work on whole columns."""
+    rel: list
+    split: list
+    label: list
+    label_id: list
+    sha256: list
+    phash: list
+    width: list
+    height: list
+
+    @classmethod
+    def of(cls, rows: Iterable) -> "Columns":
+        rows = list(rows)
+        return cls(*map(list, zip(*rows))) if rows else cls(*([] for _ in cls._fields))
+
+    @classmethod
+    def concat(cls, blocks: Iterable) -> "Columns":
+        blocks = list(blocks)
+        return cls(*(list(itertools.chain.from_iterable(b[i] for b in blocks)) for i in range(len(cls._fields))))
+
+    def take(self, idx) -> "Columns":
+        idx = list(idx)
+        if len(idx) < 2:
+            return Columns(*([c[i] for i in idx] for c in self))
+        get = operator.itemgetter(*idx)
+        return Columns(*(list(get(c)) for c in self))
+
+    def row(self, i: int) -> Row:
+        return _new_row([c[i] for c in self])
+
+
+_new_row = functools.partial(tuple.__new__, Row)
+
+
 # ---- exact duplicates ---------------------------------------------------------------------------------------------
 
 
@@ -153,6 +200,21 @@ class DupSummary:
                 "across_splits": across, "conflicting_labels": conflict, "examples": _capped(ex, _group_order)}
 
 
+def dup_summary(cols: Columns) -> tuple:
+    """The DupSummary of the groups of rows in `cols` that share a sha256."""
+    if len(set(cols.sha256)) == len(cols.sha256):  # the usual case: nothing to group
+        return DupSummary.empty()
+    counts = collections.Counter(cols.sha256)
+    by_sha = collections.defaultdict(list)
+    for i, sha in enumerate(cols.sha256):
+        if counts[sha] > 1:
+            by_sha[sha].append(cols.row(i))
+    acc = DupSummary.empty()
+    for sha, rows in sorted(by_sha.items()):
+        acc = DupSummary.add(acc, dup_group(sha, rows))
+    return acc
+
+
 def _group_order(g: dict) -> tuple:
     return (g["files"][0]["path"], g["sha256"])
 
@@ -168,34 +230,101 @@ def _capped(items: list, key, lazy: bool = False) -> list:
 # ---- near duplicates ----------------------------------------------------------------------------------------------
 
 
-def band_pairs(band: int, members: list, max_distance: int) -> list:
-    """Pairs (distance, a, b) within max_distance among the Rows sharing one
-    band value, reported only from their first shared band; files with the
-    same content are exact duplicates, reported as such. Returns
-    (pairs, compared) where compared is False when the bucket was too large
-    to compare pairwise (see MAX_BUCKET)."""
-    members = sorted(members, key=lambda r: r.rel)
-    if len(members) > MAX_BUCKET:
-        return [], False
-    hashes = np.array([r.phash for r in members], dtype=np.uint64)
-    # The bands before this one: a pair sharing one of them is reported from there.
-    earlier = np.stack([(hashes >> np.uint64(shift)) & np.uint64(mask) for shift, mask in _SHIFTS[:band]], axis=1) \
-        if band else None
-    out = []
-    for start in range(0, len(members), 256):  # 256 rows of the distance matrix at a time
-        block = np.bitwise_count(hashes[start:start + 256, None] ^ hashes[None, :])
-        ii, jj = np.nonzero(block <= max_distance)
-        ii = ii + start
-        keep = jj > ii
-        ii, jj = ii[keep], jj[keep]
-        if earlier is not None and len(ii):
-            keep = ~(earlier[ii] == earlier[jj]).any(axis=1)
-            ii, jj = ii[keep], jj[keep]
-        for i, j, d in zip(ii.tolist(), jj.tolist(), block[ii - start, jj].tolist()):
-            a, b = members[i], members[j]
-            if a.sha256 != b.sha256:
-                out.append((d, a, b))
-    return out, True
+def near_keys(cols: Columns, sub_bits: int) -> dict:
+    """{(band, top sub_bits of the band value): [row index]} of the rows with
+    a hash: every row under each band, so rows sharing a band value meet."""
+    idx = np.array([i for i, p in enumerate(cols.phash) if p >= 0], dtype=np.int64)
+    h = np.array([cols.phash[i] for i in idx.tolist()], dtype=np.uint64)
+    out = {}
+    for band, ((shift, _), width) in enumerate(zip(_SHIFTS, BAND_WIDTHS)):
+        top = (h >> np.uint64(shift + width - sub_bits)) & np.uint64((1 << sub_bits) - 1)
+        for value in np.unique(top).tolist():
+            out[(band, value)] = idx[top == value].tolist()
+    return out
+
+
+def near_summary(cols: Columns, band: int, max_distance: int) -> tuple:
+    """The NearSummary of the rows of `cols` (phash >= 0) whose hashes share
+    this band's value: pairs within max_distance, each reported only from its
+    first shared band, exact copies (same sha256) left to the duplicate
+    check. A band value shared by more than MAX_BUCKET rows is not compared
+    pairwise (flat images can share one hash): its rows count as skipped.
+
+    All pairs of one band value are compared at once with numpy, a chunk of
+    PAIR_CHUNK candidate pairs at a time: a Python step per pair found and
+    numpy calls per band value cost ~50 us a record on the bench's tree,
+    whose crops of a few photos give ~660k candidate pairs per 10k images;
+    this way ~8 us."""
+    order = sorted(range(len(cols.rel)), key=cols.rel.__getitem__)  # pairs are (smaller path, larger path)
+    cols = cols.take(order)
+    h = np.array(cols.phash, dtype=np.uint64)
+    shift, mask = _SHIFTS[band]
+    values = (h >> np.uint64(shift)) & np.uint64(mask)
+    by_value = np.argsort(values, kind="stable")  # rows of a value stay in path order
+    sorted_values = values[by_value]
+    starts = np.flatnonzero(np.r_[True, sorted_values[1:] != sorted_values[:-1]]) if len(h) else np.zeros(0, int)
+    lengths = np.diff(np.r_[starts, len(h)])
+    skipped = int(lengths[lengths > MAX_BUCKET].sum())
+    # Per sorted position: how many later positions of its value it pairs with.
+    run_end = np.repeat(starts + lengths, lengths)
+    later = run_end - np.arange(len(h)) - 1
+    later[np.repeat(lengths > MAX_BUCKET, lengths)] = 0
+    sha, split = np.array(cols.sha256, dtype=object), np.array(cols.split, dtype=object)
+    earlier = [(np.uint64(s), np.uint64(m)) for s, m in _SHIFTS[:band]]
+    found_a, found_b, found_d = [], [], []
+    pairs = across = 0
+    cum = np.cumsum(later)
+    total = int(cum[-1]) if len(cum) else 0
+    begin = done = 0
+    while done < total:
+        end = max(int(np.searchsorted(cum, done + PAIR_CHUNK, side="right")), begin + 1)
+        counts = later[begin:end]
+        n = int(counts.sum())
+        first = np.repeat(np.arange(begin, end), counts)
+        step = np.arange(1, n + 1) - np.repeat(np.cumsum(counts) - counts, counts)  # 1.. within each position
+        ia, ib = by_value[first], by_value[first + step]  # ia < ib: path order
+        begin, done = end, done + n
+        d = np.bitwise_count(h[ia] ^ h[ib])
+        close = d <= max_distance
+        ia, ib, d = ia[close], ib[close], d[close]
+        keep = sha[ia] != sha[ib]
+        for s, m in earlier:  # pairs sharing an earlier band are reported from there
+            keep &= ((h[ia] >> s) & m) != ((h[ib] >> s) & m)
+        ia, ib, d = ia[keep], ib[keep], d[keep]
+        pairs += len(ia)
+        across += int((split[ia] != split[ib]).sum())
+        found_a.append(ia)
+        found_b.append(ib)
+        found_d.append(d)
+    ex = []
+    if pairs:
+        ia, ib, d = np.concatenate(found_a), np.concatenate(found_b), np.concatenate(found_d)
+        # The first MAX_EXAMPLES in _pair_order: cross-split first, then the closest, then by paths.
+        top = np.lexsort((ib, ia, d, split[ia] == split[ib]))[:MAX_EXAMPLES]
+        used, side = np.unique(np.concatenate([ia[top], ib[top]]), return_inverse=True)
+        ex = Pairs(d[top].tolist(), side[:len(top)].tolist(), side[len(top):].tolist(), cols.take(used.tolist()))
+    return (pairs, across, skipped, ex)
+
+
+class Pairs:
+    """(distance, a, b) examples of near_summary, in _pair_order, as a table
+    of the rows they name and two index lists: a Row is built when the pair
+    is looked at. Merging the summaries of many groups looks at little more
+    than the MAX_EXAMPLES it keeps, so most of the examples each group offers
+    never become Rows (on the bench's tree ~88k Rows per 10k images, which
+    cost more than finding the pairs), and a summary pickles small."""
+
+    def __init__(self, distances: list, a: list, b: list, rows: Columns):
+        self.distances, self.a, self.b, self.rows = distances, a, b, rows
+
+    def __len__(self) -> int:
+        return len(self.distances)
+
+    def __getitem__(self, k: int) -> tuple:
+        return (self.distances[k], self.rows.row(self.a[k]), self.rows.row(self.b[k]))
+
+    def __iter__(self):
+        return map(self.__getitem__, range(len(self.distances)))
 
 
 def pair_entry(d: int, a, b) -> dict:
@@ -206,7 +335,9 @@ def pair_entry(d: int, a, b) -> dict:
 class NearSummary:
     """Counts every near-duplicate pair; keeps MAX_EXAMPLES of them as
     (distance, a, b) Rows, cross-split pairs first, then the closest (the
-    manifest's entries are built for those only)."""
+    manifest's entries are built for those only). The examples of an
+    accumulator are kept in that order, so merging many takes the first
+    MAX_EXAMPLES of their merged lists, not a sort of all of them."""
 
     @staticmethod
     def empty() -> tuple:
@@ -215,8 +346,10 @@ class NearSummary:
     @staticmethod
     def add(acc: tuple, pair: tuple) -> tuple:
         pairs, across, skipped, ex = acc
-        ex.append(pair)
-        return (pairs + 1, across + (pair[1].split != pair[2].split), skipped, _capped(ex, _pair_order, lazy=True))
+        ex = ex if isinstance(ex, list) else list(ex)
+        bisect.insort(ex, pair, key=_pair_order)
+        del ex[MAX_EXAMPLES:]
+        return (pairs + 1, across + (pair[1].split != pair[2].split), skipped, ex)
 
     @staticmethod
     def skip(acc: tuple, records: int) -> tuple:
@@ -228,7 +361,7 @@ class NearSummary:
     def merge(accs: Iterable[tuple]) -> tuple:
         accs = list(accs)
         return (*[sum(a[i] for a in accs) for i in range(3)],
-                _capped([e for a in accs for e in a[3]], _pair_order, lazy=True))
+                list(itertools.islice(heapq.merge(*(a[3] for a in accs), key=_pair_order), MAX_EXAMPLES)))
 
     @staticmethod
     def output(acc: tuple, max_distance: int) -> dict:
@@ -285,6 +418,16 @@ def add_sizes(acc: tuple, width: int, height: int) -> tuple:
     for counts, b in zip(acc, size_bins(width, height)):
         counts[b] += 1
     return acc
+
+
+def size_counts(widths: list, heights: list) -> tuple:
+    """add_sizes of many images at once (the same bins)."""
+    w, h = np.asarray(widths, dtype=np.float64), np.asarray(heights, dtype=np.float64)
+    out = []
+    for edges, v in ((SIZE_EDGES, w), (SIZE_EDGES, h), (ASPECT_EDGES, w / np.maximum(h, 1))):
+        bins = np.clip(np.searchsorted(np.asarray(edges, dtype=np.float64), v, side="right") - 1, 0, len(edges) - 2)
+        out.append(np.bincount(bins, minlength=len(edges) - 1).tolist())
+    return tuple(out)
 
 
 def merge_sizes(accs: Iterable[tuple]) -> tuple:

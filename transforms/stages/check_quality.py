@@ -4,22 +4,30 @@ written record that the shard writer emits as it writes.
 
 Nothing gathers every record in one place: rows are grouped by the top bits
 of their sha256 (exact duplicates) and by a band of their perceptual hash
-(near-duplicate candidates); only groups of two or more leave those steps,
-and the manifest lists at most quality.MAX_EXAMPLES of each while counting
-all. Class counts and size histograms are summed per shard, then combined.
-A shard's rows travel as one packed element per group key, not one element
-per record, so the checks stay within a few percent of the conversion's cost
-(bench/quality.py).
+(near-duplicate candidates); each group is checked with numpy on whole
+columns, and the manifest lists at most quality.MAX_EXAMPLES groups or pairs
+while counting all. Class counts and size histograms are summed per shard.
+
+The cost is kept within a few percent of the conversion's (bench/quality.py):
+a shard's rows travel as one element per group key, as columns (a list of
+Rows costs a pickle call per Row); the checks work on whole columns with
+numpy; and after the shard writer there are two steps only, one GroupByKey
+and the assembly, which takes the (at most 65, capped) partial summaries as
+a side input: each further step would be a barrier that costs the local
+runner a fixed overhead. The duplicate groups found before writing
+(--duplicates keep_one|reject) and the count they removed are side inputs too.
 
 Input:  {"rows": [quality.Row, ...] batches (one per shard),
          "groups": exact-duplicate groups (dicts of quality.dup_group) found
-                   before writing (--duplicates keep_one|reject), or absent}
+                   before writing (--duplicates keep_one|reject), or absent,
+         "removed": singleton count of the copies not written, or absent}
         label_map: singleton LabelMap (for class names)
 Output: a singleton dict, the manifest's "quality" section
 """
 from __future__ import annotations
 
 import collections
+
 import apache_beam as beam
 
 from transforms.core import quality
@@ -27,129 +35,96 @@ from transforms.core.records import Batch, pack
 from transforms.core.specs import QualitySpec
 from transforms.storage import spill
 
-EXACT, NEAR, DUPS, DUPS_ACC, NEAR_ACC, FIGURES, REMOVED = (
-    "exact", "near", "dups", "dups_acc", "near_acc", "figures", "removed")
+EXACT, NEAR, FIGURES, DUPS_ACC, NEAR_ACC = "exact", "near", "figures", "dups_acc", "near_acc"
 # Few group keys: a shard's rows travel as one element per key (elements cost the runner ~35 us each),
-# and a group holds 1/16 (exact) or 1/48 (near) of the rows, a few MB at a million images.
+# and a group holds 1/16 (exact) or 1/8 of one band (near) of the rows, a few MB at a million images.
 SHA_BUCKET_CHARS = 1   # 16 groups by the sha256's first hex digit
 NEAR_SUB_BITS = 3      # 8 groups per band by the band value's top bits
 
 
 class _ScatterFn(beam.DoFn):
     """One shard's rows, regrouped by the keys the checks group on:
-    (EXACT, sha256 prefix) and (NEAR, band, band value prefix); and the
-    shard's class counts and size histograms."""
+    (EXACT, sha256 prefix) and (NEAR, band, band value prefix); and
+    (FIGURES,): the shard's class counts and size histograms."""
 
     def __init__(self, exact: bool, near: bool, spill_dir: str = ""):
         self._exact, self._near, self._spill_dir = exact, near, spill_dir
 
     def process(self, rows):
-        groups = collections.defaultdict(list)
-        counts = collections.Counter()
-        sizes = quality.empty_sizes()
-        for r in rows:
-            if self._exact:
-                groups[(EXACT, r.sha256[:SHA_BUCKET_CHARS])].append(r)
-            if self._near and r.phash >= 0:
-                for band, value in quality.bands(r.phash):
-                    groups[(NEAR, band, value >> (quality.BAND_WIDTHS[band] - NEAR_SUB_BITS))].append(r)
-            if r.label_id is not None:
-                counts[(r.split, r.label_id)] += 1
-            quality.add_sizes(sizes, r.width, r.height)
+        cols = quality.Columns.of(spill.load(rows))
+        counts = collections.Counter((s, i) for s, i in zip(cols.split, cols.label_id) if i is not None)
+        yield (FIGURES,), (counts, quality.size_counts(cols.width, cols.height))
+        groups = {}
+        if self._exact:
+            by_prefix = collections.defaultdict(list)
+            for i, sha in enumerate(cols.sha256):
+                by_prefix[sha[:SHA_BUCKET_CHARS]].append(i)
+            groups.update(((EXACT, p), idx) for p, idx in by_prefix.items())
+        if self._near:
+            groups.update(((NEAR, *k), idx) for k, idx in quality.near_keys(cols, NEAR_SUB_BITS).items())
         # On a local run the groups wait for the GroupByKey in a spill file, not in the runner.
-        writer = spill.SpillWriter(self._spill_dir) if self._spill_dir else None
+        writer = spill.SpillWriter(self._spill_dir) if self._spill_dir and groups else None
         put = writer.add if writer else pack
         try:
-            for k, rs in sorted(groups.items()):
-                yield k, put(rs)
+            for k, idx in sorted(groups.items()):
+                yield k, put([cols.take(idx)])
         finally:
             if writer:
                 writer.close()
-        yield beam.pvalue.TaggedOutput(FIGURES, (FIGURES, (counts, sizes)))
 
 
-def check_group(key, batches, max_distance: int):
-    """The exact-duplicate groups among rows whose sha256 starts alike, or
-    the near-duplicate pairs among rows sharing a band's top bits, summed
-    here into one partial summary (DUPS_ACC or NEAR_ACC): a dataset with
-    many pairs does not pay an element per pair."""
-    rows = [r for b in batches for r in spill.load(b)]
+def check_group(key, values, max_distance: int):
+    """One partial summary per group: the shards' figures summed, or the
+    exact-duplicate groups among rows whose sha256 starts alike (DUPS_ACC),
+    or the near-duplicate pairs among rows sharing a band's top bits
+    (NEAR_ACC): a dataset with many pairs does not pay an element per pair."""
+    if key[0] == FIGURES:
+        values, counts = list(values), collections.Counter()
+        for c, _ in values:
+            counts.update(c)
+        yield FIGURES, (counts, quality.merge_sizes(s for _, s in values))
+        return
+    cols = quality.Columns.concat(c for v in values for c in spill.load(v))
     if key[0] == EXACT:
-        by_sha = collections.defaultdict(list)
-        for r in rows:
-            by_sha[r.sha256].append(r)
-        acc = quality.DupSummary.empty()
-        for sha, rs in sorted(by_sha.items()):
-            if len(rs) > 1:
-                acc = quality.DupSummary.add(acc, quality.dup_group(sha, rs))
+        acc = quality.dup_summary(cols)
         if acc[0]:
             yield DUPS_ACC, Batch(acc)
         return
-    band = key[1]
-    by_value = collections.defaultdict(list)
-    for r in rows:
-        by_value[quality.band_value(r.phash, band)].append(r)
-    acc = quality.NearSummary.empty()
-    for _, rs in sorted(by_value.items()):
-        if len(rs) < 2:
-            continue
-        pairs, compared = quality.band_pairs(band, rs, max_distance)
-        if not compared:
-            acc = quality.NearSummary.skip(acc, len(rs))
-        for pair in pairs:
-            acc = quality.NearSummary.add(acc, pair)
+    acc = quality.near_summary(cols, key[1], max_distance)
     if acc[0] or acc[2]:
         yield NEAR_ACC, Batch(acc)
 
 
-class _AllCombine(beam.CombineFn):
-    """Every figure in one accumulator, so the whole check ends in one
-    combine: (duplicate summary, near summary, class counts, sizes, removed).
-    Accumulators and partial summaries travel as a Batch: Beam's coder
-    pickles it in one call, where a tuple of tuples of Rows costs a pickle
-    call per Row (measured: ~0.3 ms per image on the bench's 66k pairs)."""
-
-    def create_accumulator(self):
-        return Batch([quality.DupSummary.empty(), quality.NearSummary.empty(), collections.Counter(),
-                      quality.empty_sizes(), -1])
-
-    def add_input(self, acc, part):
-        kind, value = part
-        if kind == DUPS:
-            acc[0] = quality.DupSummary.add(acc[0], value)
-        elif kind == DUPS_ACC:
-            acc[0] = quality.DupSummary.merge([acc[0], value])
+def combine(parts) -> tuple:
+    """(duplicate summary, near summary, class counts, sizes) from check_group's parts."""
+    dups, near, counts, sizes = [], [], collections.Counter(), []
+    for kind, value in parts:
+        if kind == DUPS_ACC:
+            dups.append(value)
         elif kind == NEAR_ACC:
-            acc[1] = quality.NearSummary.merge([acc[1], value])
+            near.append(value)
         elif kind == FIGURES:
-            acc[2].update(value[0])
-            acc[3] = quality.merge_sizes([acc[3], value[1]])
-        elif kind == REMOVED:
-            acc[4] = max(acc[4], 0) + value
-        return acc
-
-    def merge_accumulators(self, accs):
-        accs = list(accs)
-        counts = collections.Counter()
-        for a in accs:
-            counts.update(a[2])
-        removed = [a[4] for a in accs if a[4] >= 0]
-        return Batch([quality.DupSummary.merge(a[0] for a in accs), quality.NearSummary.merge(a[1] for a in accs),
-                      counts, quality.merge_sizes(a[3] for a in accs), sum(removed) if removed else -1])
-
-    def extract_output(self, acc):
-        return acc
+            counts.update(value[0])
+            sizes.append(value[1])
+    return (quality.DupSummary.merge(dups) if dups else quality.DupSummary.empty(),
+            quality.NearSummary.merge(near) if near else quality.NearSummary.empty(),
+            counts, quality.merge_sizes(sizes))
 
 
-def assemble(acc, label_map, spec: QualitySpec, why_not_near: str) -> dict:
-    dups, near, counts, sizes, removed = acc
+def assemble(_, parts, label_map, spec: QualitySpec, why_not_near: str, found=None, removed=None) -> dict:
+    """The section from check_group's parts; `found`: the duplicate groups
+    found before writing, `removed`: [count of the copies not written]."""
+    dups, near, counts, sizes = combine(parts)
+    if found is not None:
+        for g in found:
+            dups = quality.DupSummary.add(dups, g)
     names = {i: n for n, i in label_map.ids}
     named = collections.Counter()
     for (split, label_id), n in counts.items():
         named[(split, names.get(label_id, str(label_id)))] += n
     duplicates = quality.DupSummary.output(dups, spec.duplicates.value)
-    if removed >= 0:
-        duplicates["removed"] = removed  # extras not written (keep_one: not selected; reject: rejected)
+    if removed:
+        duplicates["removed"] = sum(removed)  # extras not written (keep_one: not selected; reject: rejected)
     if why_not_near:
         near_out = {"hash": None, "why_not": why_not_near}
     else:
@@ -171,22 +146,18 @@ class CheckQuality(beam.PTransform):
         self._why_not_near = why_not_near
 
     def expand(self, inputs):
-        # Few steps on purpose: each costs the local runner a fixed overhead per worker,
-        # which on a small dataset outweighs the checks themselves.
-        spec, why_not = self._spec, self._why_not_near
-        found = inputs.get("groups")
-        scatter = _ScatterFn(found is None, not why_not, self._spill_dir)
-        parts = inputs["rows"] | "Scatter" >> beam.ParDo(scatter).with_outputs(FIGURES, main="groups")
-        max_distance = spec.max_distance
-        checked = (parts["groups"]
-                   | "Group" >> beam.GroupByKey()
-                   | "Check" >> beam.FlatMap(lambda kv: check_group(*kv, max_distance)))
-        found_parts = [] if found is None else [found | "Found" >> beam.Map(lambda g: (DUPS, g))]
-        removed = inputs.get("removed")
-        removed_parts = [] if removed is None else [removed | "Removed" >> beam.Map(lambda n: (REMOVED, n))]
-        start = inputs["rows"].pipeline | "Start" >> beam.Create([(FIGURES, (collections.Counter(),
-                                                                              quality.empty_sizes()))])
-        return ([start, checked, parts[FIGURES], *found_parts, *removed_parts]
-                | "AllParts" >> beam.Flatten()
-                | "Combine" >> beam.CombineGlobally(_AllCombine()).without_defaults()
-                | "Assemble" >> beam.Map(assemble, beam.pvalue.AsSingleton(self._label_map), spec, why_not))
+        spec, why_not, max_distance = self._spec, self._why_not_near, self._spec.max_distance
+        found, removed = inputs.get("groups"), inputs.get("removed")
+        parts = (inputs["rows"]
+                 | "Scatter" >> beam.ParDo(_ScatterFn(found is None, not why_not, self._spill_dir))
+                 | "Group" >> beam.GroupByKey()
+                 | "Check" >> beam.FlatMap(lambda kv: check_group(*kv, max_distance)))
+        # At most one part per group key (65), each capped: they meet as a side input, without a
+        # combine's barrier; the one element of Once makes a section even when nothing was written.
+        side = {"found": beam.pvalue.AsList(found)} if found is not None else {}
+        if removed is not None:
+            side["removed"] = beam.pvalue.AsList(removed)
+        return (inputs["rows"].pipeline
+                | "Once" >> beam.Create([None])
+                | "Assemble" >> beam.Map(assemble, beam.pvalue.AsList(parts), beam.pvalue.AsSingleton(self._label_map),
+                                         spec, why_not, **side))
