@@ -2,8 +2,9 @@
 under their final names, write the rejects and label map, and write the
 manifest last, create-only: a manifest means a complete output.
 
-It runs once, on one worker, over small inputs (shard results, rejects,
-counts). It is idempotent, because a runner may replay it: a replay finds its
+It runs once, on one worker, over small inputs (shard results, counts, and
+the rejects' batches or spill references, which transforms/storage/reject_log.py
+counts and streams into rejects.jsonl without holding them all). It is idempotent, because a runner may replay it: a replay finds its
 own manifest and stops.
 
 Order, so an old dataset is never mixed with a new one: remove the old
