@@ -7,6 +7,8 @@ import hashlib
 import io
 import json
 import os
+import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -187,6 +189,26 @@ def tree(tmp_path):
     root = str(tmp_path / "images")
     labels = make_tree(root)
     return root, labels
+
+
+@pytest.fixture
+def copy(good, tmp_path):
+    """A scratch copy of the module's `good` output, to damage."""
+    out = str(tmp_path / "copy")
+    shutil.copytree(good, out)
+    return out
+
+
+def run_printed(tmp_path, code: str, driver: str, manifest_path: str) -> list:
+    """Runs printed reader code (`tfrecords spec`) as a user would, through a
+    driver script that imports it and prints one JSON line per record."""
+    (tmp_path / "reader.py").write_text(code)
+    (tmp_path / "driver.py").write_text(driver)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    got = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "reader.py"), manifest_path],
+                         capture_output=True, text=True, cwd=str(tmp_path), env=env)
+    assert got.returncode == 0, got.stderr[-3000:]
+    return [json.loads(line) for line in got.stdout.splitlines()]
 
 
 def converted(base, per_class: int, num_shards: int) -> str:

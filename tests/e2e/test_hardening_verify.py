@@ -3,7 +3,6 @@ records, --decode, a versioned root, and a malformed manifest."""
 import hashlib
 import json
 import os
-import shutil
 
 import pytest
 
@@ -16,13 +15,6 @@ SHARD = "train-00000-of-00001.tfrecord"
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
     return converted(tmp_path_factory.mktemp("hverify"), per_class=3, num_shards=1)
-
-
-@pytest.fixture
-def copy(good, tmp_path):
-    out = str(tmp_path / "copy")
-    shutil.copytree(good, out)
-    return out
 
 
 def run_verify(capsys, *args):

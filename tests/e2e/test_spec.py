@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT, convert, image_bytes, make_tree, manifest, read_examples, scalar, sha256_file, write
+from conftest import (ROOT, convert, image_bytes, make_tree, manifest, read_examples, run_printed, scalar, sha256_file,
+                      write)
 
 # Runs the printed module and prints one JSON line per record of every split,
 # read in file order and again as for training (shuffled).
@@ -51,15 +52,7 @@ def _spec(out: str) -> str:
 
 def _run_printed(tmp_path, out: str) -> tuple[str, list]:
     code = _spec(out)
-    reader = tmp_path / "reader.py"
-    reader.write_text(code)
-    driver = tmp_path / "driver.py"
-    driver.write_text(DRIVER)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    got = subprocess.run([sys.executable, str(driver), str(reader), os.path.join(out, "manifest.json")],
-                         capture_output=True, text=True, cwd=str(tmp_path), env=env)
-    assert got.returncode == 0, got.stderr[-3000:]
-    return code, [json.loads(line) for line in got.stdout.splitlines()]
+    return code, run_printed(tmp_path, code, DRIVER, os.path.join(out, "manifest.json"))
 
 
 def _decoded(data: bytes) -> tuple[list, str]:

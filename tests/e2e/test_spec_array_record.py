@@ -4,14 +4,13 @@ record order and globally shuffled, with the pixels and label of the same
 record of a TFRecord conversion of the same input; random access by index and
 the printed TFDS line (as_data_source) work too."""
 import hashlib
-import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT, convert, make_tree, manifest, read_examples, scalar
+from conftest import ROOT, convert, make_tree, manifest, read_examples, run_printed, scalar
 
 ARGS = ["--split", "train=0.6,validation=0.4", "--num_shards", "2", "--seed", "5"]
 
@@ -63,15 +62,7 @@ def test_printed_grain_code_runs_and_yields_every_record(outputs, tmp_path):
     assert got.returncode == 0, got.stderr
     code = got.stdout
     assert "grain.sources.ArrayRecordDataSource" in code and "TFRecordDataset" not in code
-    reader = tmp_path / "reader.py"
-    reader.write_text(code)
-    driver = tmp_path / "driver.py"
-    driver.write_text(DRIVER)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    run = subprocess.run([sys.executable, str(driver), str(reader), os.path.join(ar_out, "manifest.json")],
-                         capture_output=True, text=True, cwd=str(tmp_path), env=env)
-    assert run.returncode == 0, run.stderr[-3000:]
-    rows = [json.loads(line) for line in run.stdout.splitlines()]
+    rows = run_printed(tmp_path, code, DRIVER, os.path.join(ar_out, "manifest.json"))
     m = manifest(ar_out)
     for split in m["splits"]:
         want = []

@@ -17,13 +17,6 @@ def good(tmp_path_factory):
     return converted(tmp_path_factory.mktemp("verify"), per_class=5, num_shards=2)
 
 
-@pytest.fixture
-def copy(good, tmp_path):
-    out = str(tmp_path / "copy")
-    shutil.copytree(good, out)
-    return out
-
-
 def run_verify(out, capsys):
     code = verify_main([out, "--quiet"])
     captured = capsys.readouterr()

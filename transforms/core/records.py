@@ -153,7 +153,12 @@ def reject_order(r: Reject) -> tuple:
     return r.rel, r.reason, r.detail, r.split
 
 
+def reject_line(r: Reject) -> bytes:
+    """One line of rejects.jsonl."""
+    return (json.dumps(r.to_json(), ensure_ascii=False) + "\n").encode("utf-8", "surrogateescape")
+
+
 def rejects_jsonl(rejects: list) -> bytes:
-    """rejects.jsonl: one JSON object per reject, in path order."""
-    rows = sorted(rejects, key=reject_order)
-    return "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in rows).encode("utf-8", "surrogateescape")
+    """rejects.jsonl: one JSON object per reject, in path order, all at once
+    (transforms/storage/reject_log.py writes it without holding every reject)."""
+    return b"".join(reject_line(r) for r in sorted(rejects, key=reject_order))

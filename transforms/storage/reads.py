@@ -75,12 +75,13 @@ def _read_local(path: str, cap: int) -> bytes:
 def _read_upto(fd: int, n: int) -> bytes:
     """Up to `n` bytes, fewer only at the end of the file."""
     data = os.read(fd, n)
-    if 0 < len(data) < n:  # a short read before the end (a signal, a network filesystem)
-        parts = [data]
-        while n > len(data) and (more := os.read(fd, n - len(data))):
-            parts.append(more)
-            data = b"".join(parts)
-    return data
+    if not 0 < len(data) < n:
+        return data
+    parts, got = [data], len(data)  # a short read before the end (a signal, a network filesystem)
+    while got < n and (more := os.read(fd, n - got)):
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
 
 
 def read_local(path: str, cap: int) -> tuple[bytes, str]:

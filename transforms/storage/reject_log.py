@@ -16,21 +16,16 @@ from __future__ import annotations
 import collections
 import heapq
 import itertools
-import json
 import os
 import pickle
 import tempfile
 from typing import Iterable, Iterator
 
-from transforms.core.records import Reject, reject_order
+from transforms.core.records import Reject, reject_line, reject_order
 from transforms.storage import spill
 
 RUN = 100_000  # rejects sorted in memory at once (~30 MB)
 _CHUNK = 1_000  # lines per pickled piece of a run file
-
-
-def _line(r: Reject) -> bytes:
-    return (json.dumps(r.to_json(), ensure_ascii=False) + "\n").encode("utf-8", "surrogateescape")
 
 
 class RejectLog:
@@ -62,7 +57,7 @@ class RejectLog:
         """rejects.jsonl, a piece at a time: one JSON object per reject, in path order."""
         buf = []
         for r in self._sorted():
-            buf.append(_line(r))
+            buf.append(reject_line(r))
             if len(buf) >= _CHUNK:
                 yield b"".join(buf)
                 buf = []
