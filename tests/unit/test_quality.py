@@ -69,9 +69,8 @@ def measured():
 
 def test_resized_and_recompressed_copies_are_found(measured):
     _, hit, _ = measured
-    for name in ("resize 50%", "recompress q60"):
+    for name in ("resize 50%", "resize 75%", "recompress q60"):
         assert all(hit[name]), name
-    assert np.mean(hit["resize 75%"]) >= 0.95
     assert np.mean(hit["crop 2.5%/side"]) >= 0.85
 
 
@@ -97,6 +96,18 @@ def test_hash_is_computed_from_every_decodable_mode():
     # Colour modes of the same picture hash alike (the hash is of grey levels).
     assert quality.hamming(hashes["RGB"], hashes["RGBA"]) <= 2
     assert quality.hamming(hashes["RGB"], hashes["L"]) <= 4
+
+
+def test_a_png_and_a_jpeg_of_one_photo_hash_alike_at_any_size():
+    # A JPEG is hashed from its 1/8 decode, a PNG from its full decode box-reduced:
+    # the same picture must still land within the threshold, small or large.
+    for size in ((64, 48), (320, 240), (1280, 960)):
+        for s in range(3):
+            im = photo(s, *size)
+            buf = io.BytesIO()
+            im.save(buf, "PNG")
+            got = quality.hamming(phash(buf.getvalue()), phash(jpeg(im)))
+            assert got <= 4, (size, s, got)
 
 
 def test_no_hash_without_a_decode():

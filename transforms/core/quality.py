@@ -3,10 +3,11 @@ near duplicates (a perceptual hash within a Hamming distance), class balance
 and split health, image-size histograms; and stratified ratio splits.
 
 The perceptual hash is computed from the small decode full validation
-already does (a JPEG at 1/8 scale, transforms/core/images.py), so it costs a
-resize of a ~60x45 image and a 32x32 DCT (~30 us), not a decode. It is the
+already does (a JPEG in grey at 1/8 scale, or larger to keep 32 pixels a
+side: transforms/core/images.py), so it costs ~12 us, not a decode. It is the
 classic DCT hash ("pHash"): grey levels at 32x32, 2-D DCT, the 8x8 lowest
-frequencies compared with their median: 64 bits. Measured choices (README,
+frequencies compared with their median: 64 bits. The 32x32 image is never
+made: the resize is folded into the DCT's matrices, one per side length. Measured choices (README,
 "Data-quality checks"; tests/unit/test_quality.py prints the distributions):
 resizing and re-compressing keep the hash within a few bits, a small crop
 within ~10, a mirror image and distinct photos far apart.
@@ -45,21 +46,59 @@ PAIR_CHUNK = 1 << 20     # candidate pairs compared in one numpy step (a few ten
 TRAIN = "train"
 
 _SIZE = 32
+_GRID = 64               # images at least twice this on their short side are box-reduced first (PNGs, large JPEGs)
 _k = np.arange(_SIZE)
 # Orthonormal DCT-II matrix: dct(x) = D @ x, so the 2-D DCT is D @ X @ D.T.
-_DCT = (np.sqrt(2.0 / _SIZE) * np.cos(np.pi * (2 * _k[None, :] + 1) * _k[:, None] / (2 * _SIZE))).astype(np.float32)
+_DCT = np.sqrt(2.0 / _SIZE) * np.cos(np.pi * (2 * _k[None, :] + 1) * _k[:, None] / (2 * _SIZE))
 _DCT[0] /= np.sqrt(2.0)
-_DCT8 = np.ascontiguousarray(_DCT[:8])
-_DCT8T = np.ascontiguousarray(_DCT8.T)
+_DCT8 = _DCT[:8]
 _HALF = np.float32(0.5)
 
 
+def _bilinear(n: int) -> np.ndarray:
+    """Pillow's BILINEAR resampling of n samples to _SIZE, as a _SIZE x n
+    matrix (a triangle filter widened by the scale when shrinking, so every
+    sample counts, and normalised: Pillow's precompute_coeffs)."""
+    scale = n / _SIZE
+    width = max(scale, 1.0)
+    m = np.zeros((_SIZE, n))
+    for i in range(_SIZE):
+        center = (i + 0.5) * scale
+        lo, hi = max(int(center - width + 0.5), 0), min(int(center + width + 0.5), n)
+        x = np.arange(lo, hi)
+        w = np.maximum(0.0, 1.0 - np.abs((x - center + 0.5) / width))
+        m[i, lo:hi] = w / w.sum()
+    return m
+
+
+@functools.lru_cache(maxsize=1024)
+def _axis(n: int) -> np.ndarray:
+    """The 8 lowest DCT frequencies of a row (or column) of n samples resized
+    to _SIZE: the resize folded into the DCT, so no 32x32 image is made."""
+    return (_DCT8 @ _bilinear(n)).astype(np.float32)
+
+
+@functools.lru_cache(maxsize=1024)
+def _axis_t(n: int) -> np.ndarray:
+    return np.ascontiguousarray(_axis(n).T)
+
+
 def perceptual_hash(im: Image.Image) -> int:
-    """The 64-bit DCT hash of a decoded image (any mode, any size)."""
-    if im.mode not in ("L", "RGB"):
-        im = im.convert("RGBA").convert("RGB") if "A" in im.mode or im.mode == "P" else im.convert("RGB")
-    grey = np.asarray(im.convert("L").resize((_SIZE, _SIZE), Image.BILINEAR), dtype=np.float32)
-    low = (_DCT8 @ grey @ _DCT8T).ravel()
+    """The 64-bit DCT hash of a decoded image (any mode, any size): grey
+    levels (a JPEG arrives grey from its decode, transforms/core/images.py),
+    box-reduced to under 2 x _GRID on the short side, resized to 32x32
+    (BILINEAR) and transformed by a 2-D DCT in one product of three small
+    matrices; the 8x8 lowest frequencies against their median."""
+    if im.mode != "L":
+        if im.mode != "RGB":
+            im = im.convert("RGBA").convert("RGB") if "A" in im.mode or im.mode == "P" else im.convert("RGB")
+        im = im.convert("L")
+    factor = min(im.size) // _GRID
+    if factor > 1:
+        im = im.reduce(factor)
+    w, h = im.size
+    grey = np.frombuffer(im.tobytes(), np.uint8).reshape(h, w)
+    low = (_axis(h) @ grey @ _axis_t(w)).ravel()
     part = np.partition(low, (31, 32))
     mid = (part[31] + part[32]) * _HALF  # the median, as np.median (float32), without its overhead
     return int.from_bytes(np.packbits(low > mid).tobytes(), "big")
