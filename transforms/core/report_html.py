@@ -71,7 +71,10 @@ def thumbnail(data: bytes, px: int = THUMB_PX) -> bytes:
         with Image.open(io.BytesIO(data)) as im:
             if im.width * im.height > MAX_THUMB_SOURCE_PIXELS:
                 return b""
-            im.draft("RGB", (px * 2, px * 2))  # JPEG: decode at a reduced scale
+            # JPEG: decode at the smallest scale still twice the thumbnail (as
+            # Image.thumbnail does); a square request would keep most photos at full scale.
+            k = px / max(im.width, im.height)
+            im.draft("RGB", (max(1, int(im.width * k * 2)), max(1, int(im.height * k * 2))))
             im.seek(0)
             im.load()
             small = im.copy()
