@@ -110,6 +110,19 @@ def test_a_png_and_a_jpeg_of_one_photo_hash_alike_at_any_size():
             assert got <= 4, (size, s, got)
 
 
+def test_the_folded_resize_is_pillows_bilinear_resize_then_the_dct():
+    rng = np.random.default_rng(0)
+    for w, h in ((63, 47), (47, 63), (40, 30), (127, 64), (20, 15), (1, 9), (2, 500)):
+        im = Image.fromarray(rng.integers(0, 256, (h, w), dtype=np.uint8), "L")
+        grey = np.asarray(im, dtype=np.float64)
+        folded = quality._axis(h) @ grey @ quality._axis_t(w)
+        # Resized in float ("F"), so Pillow does not round to whole grey levels on the way.
+        small = np.asarray(im.convert("F").resize((32, 32), Image.BILINEAR), dtype=np.float64)
+        explicit = quality._DCT8 @ small @ quality._DCT8.T
+        assert np.abs(folded - explicit).max() < 0.05, (w, h)
+        assert np.abs(explicit).max() > 100
+
+
 def test_no_hash_without_a_decode():
     assert probe_image(jpeg(photo(1)), ImagePolicy(perceptual_hash=False)).phash == -1
     from transforms.core.images import Validation

@@ -29,7 +29,7 @@ from typing import NamedTuple, Optional, Union
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from transforms.core import resize
-from transforms.core.quality import perceptual_hash
+from transforms.core.quality import HASH_SIDE, perceptual_hash
 from transforms.core.records import Reason, Rec, Reject, fingerprint, reject
 from transforms.core.specs import ReadPolicy
 
@@ -265,12 +265,9 @@ def _open(data: bytes, fmt: str) -> Image.Image:
         raise BadImage(Reason.CORRUPT, f"{fmt} header cannot be parsed: {e}") from None
 
 
-_HASH_SIDE = 32  # the perceptual hash's grid (transforms/core/quality.py)
-
-
 def _decode(im: Image.Image, fmt: str, reduced: bool = True) -> None:
     """Decodes the whole stream; a JPEG in grey at the smallest scale (1/8 to
-    1/1) that keeps _HASH_SIDE pixels a side, unless `reduced` is off. The
+    1/1) that keeps HASH_SIDE pixels a side, unless `reduced` is off. The
     entropy-coded data of every component is decoded in full either way (that
     is what validation needs); a small grey output skips most of the IDCT and
     the colour planes' upsampling and conversion (2-3% of the decode), and is
@@ -278,7 +275,7 @@ def _decode(im: Image.Image, fmt: str, reduced: bool = True) -> None:
     hash poorly)."""
     if fmt == JPEG and reduced:
         w, h = im.size
-        im.draft("L", (min(w, max(w // 8, _HASH_SIDE)), min(h, max(h // 8, _HASH_SIDE))))
+        im.draft("L", (min(w, max(w // 8, HASH_SIDE)), min(h, max(h // 8, HASH_SIDE))))
     try:
         im.load()
     except Image.DecompressionBombError as e:

@@ -7,8 +7,9 @@ already does (a JPEG in grey at 1/8 scale, or larger to keep 32 pixels a
 side: transforms/core/images.py), so it costs ~12 us, not a decode. It is the
 classic DCT hash ("pHash"): grey levels at 32x32, 2-D DCT, the 8x8 lowest
 frequencies compared with their median: 64 bits. The 32x32 image is never
-made: the resize is folded into the DCT's matrices, one per side length. Measured choices (README,
-"Data-quality checks"; tests/unit/test_quality.py prints the distributions):
+made: the resize is folded into the DCT's matrices, one per side length.
+Measured choices (README, "Data-quality checks"; tests/unit/test_quality.py
+prints the distributions):
 resizing and re-compressing keep the hash within a few bits, a small crop
 within ~10, a mirror image and distinct photos far apart.
 
@@ -46,6 +47,7 @@ PAIR_CHUNK = 1 << 20     # candidate pairs compared in one numpy step (a few ten
 TRAIN = "train"
 
 _SIZE = 32
+HASH_SIDE = _SIZE         # a decode for the hash keeps at least this many pixels a side (images.py)
 _GRID = 64               # images at least twice this on their short side are box-reduced first (PNGs, large JPEGs)
 _k = np.arange(_SIZE)
 # Orthonormal DCT-II matrix: dct(x) = D @ x, so the 2-D DCT is D @ X @ D.T.
