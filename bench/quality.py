@@ -15,8 +15,9 @@ that comes and goes disturbs it less); then, on 500 of the images, the
 per-image time of full validation (transforms.core.images.probe_image) with
 and without the hash (the best of 5 passes: the least disturbed by other load;
 inside a conversion, beside decodes on both cores, the hash costs three to
-four times as much: ~42 us of its thread's CPU per image); and, on every image, the checks' regrouping, checking and assembling
-(check_quality's functions, best of 3). The tree is made by bench/dataset.py (random crops of a few CC0 photos), so
+four times as much: ~42 us of its thread's CPU per image); and, on every
+image, the checks' regrouping, checking and assembling (check_quality's
+functions, best of 3). The tree is made by bench/dataset.py (random crops of a few CC0 photos), so
 it holds many related images: the near-duplicate figures of the last run are
 printed too. Results go to bench/results/quality-<date>.json.
 """

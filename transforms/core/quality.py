@@ -46,25 +46,24 @@ MAX_BUCKET = 20000       # members of one band bucket compared pairwise (flat im
 PAIR_CHUNK = 1 << 20     # candidate pairs compared in one numpy step (a few tens of MB of arrays)
 TRAIN = "train"
 
-_SIZE = 32
-HASH_SIDE = _SIZE         # a decode for the hash keeps at least this many pixels a side (images.py)
+HASH_SIDE = 32           # the hash's grid; a decode for the hash keeps at least this many pixels a side (images.py)
 _GRID = 64               # images at least twice this on their short side are box-reduced first (PNGs, large JPEGs)
-_k = np.arange(_SIZE)
+_k = np.arange(HASH_SIDE)
 # Orthonormal DCT-II matrix: dct(x) = D @ x, so the 2-D DCT is D @ X @ D.T.
-_DCT = np.sqrt(2.0 / _SIZE) * np.cos(np.pi * (2 * _k[None, :] + 1) * _k[:, None] / (2 * _SIZE))
+_DCT = np.sqrt(2.0 / HASH_SIDE) * np.cos(np.pi * (2 * _k[None, :] + 1) * _k[:, None] / (2 * HASH_SIDE))
 _DCT[0] /= np.sqrt(2.0)
 _DCT8 = _DCT[:8]
 _HALF = np.float32(0.5)
 
 
 def _bilinear(n: int) -> np.ndarray:
-    """Pillow's BILINEAR resampling of n samples to _SIZE, as a _SIZE x n
+    """Pillow's BILINEAR resampling of n samples to HASH_SIDE, as a HASH_SIDE x n
     matrix (a triangle filter widened by the scale when shrinking, so every
     sample counts, and normalised: Pillow's precompute_coeffs)."""
-    scale = n / _SIZE
+    scale = n / HASH_SIDE
     width = max(scale, 1.0)
-    m = np.zeros((_SIZE, n))
-    for i in range(_SIZE):
+    m = np.zeros((HASH_SIDE, n))
+    for i in range(HASH_SIDE):
         center = (i + 0.5) * scale
         lo, hi = max(int(center - width + 0.5), 0), min(int(center + width + 0.5), n)
         x = np.arange(lo, hi)
@@ -76,13 +75,8 @@ def _bilinear(n: int) -> np.ndarray:
 @functools.lru_cache(maxsize=1024)
 def _axis(n: int) -> np.ndarray:
     """The 8 lowest DCT frequencies of a row (or column) of n samples resized
-    to _SIZE: the resize folded into the DCT, so no 32x32 image is made."""
+    to HASH_SIDE: the resize folded into the DCT, so no 32x32 image is made."""
     return (_DCT8 @ _bilinear(n)).astype(np.float32)
-
-
-@functools.lru_cache(maxsize=1024)
-def _axis_t(n: int) -> np.ndarray:
-    return np.ascontiguousarray(_axis(n).T)
 
 
 def perceptual_hash(im: Image.Image) -> int:
@@ -100,7 +94,7 @@ def perceptual_hash(im: Image.Image) -> int:
         im = im.reduce(factor)
     w, h = im.size
     grey = np.frombuffer(im.tobytes(), np.uint8).reshape(h, w)
-    low = (_axis(h) @ grey @ _axis_t(w)).ravel()
+    low = (_axis(h) @ grey @ _axis(w).T).ravel()
     part = np.partition(low, (31, 32))
     mid = (part[31] + part[32]) * _HALF  # the median, as np.median (float32), without its overhead
     return int.from_bytes(np.packbits(low > mid).tobytes(), "big")
