@@ -12,10 +12,11 @@ machine. Printed: median wall, images/s and CPU seconds per setting and the
 difference on/off (the target is under 5%), also as the median of each
 repeat's on/off ratio (its two runs are back to back, so load from elsewhere
 that comes and goes disturbs it less); then, on 500 of the images, the
-per-image time of full validation (transforms.core.images.probe_image) with
-and without the hash (the best of 5 passes: the least disturbed by other load;
-inside a conversion, beside decodes on both cores, the hash costs three to
-four times as much: ~42 us of its thread's CPU per image); and, on every
+per-image time of full validation (transforms.core.images.probe_image) and
+the hash's, one image at a time and in batches of quality.HASH_BATCH as the
+stages that decode compute it (the best of 5 passes: the least disturbed by
+other load; right after each decode, the hash cost three times as much, ~40
+us of its thread's CPU inside a conversion, hence the batches); and, on every
 image, the checks' regrouping, checking and assembling (check_quality's
 functions, best of 3). The tree is made by bench/dataset.py (random crops of a few CC0 photos), so
 it holds many related images: the near-duplicate figures of the last run are
@@ -48,11 +49,12 @@ def convert_cmd(train: str, out: str, quality: str, shards: int, near: str = "")
 
 def hash_cost(train: str, n: int = 500, passes: int = 5) -> dict:
     """us per image: full validation (read from memory), and the perceptual
-    hash of the small decode validation leaves, each the best of `passes`
-    interleaved passes (the pass least disturbed by other load)."""
+    hash of the small decode validation leaves, one image at a time and in
+    batches (quality.hashes), each the best of `passes` interleaved passes
+    (the pass least disturbed by other load)."""
     sys.path.insert(0, ROOT)
     from transforms.core.images import ImagePolicy, _decode, _open, probe_image, sniff_format
-    from transforms.core.quality import perceptual_hash
+    from transforms.core.quality import HASH_BATCH, hash_input, hashes, perceptual_hash
     files = sorted(glob.glob(os.path.join(train, "*", "*")))[:n]
     datas = [open(f, "rb").read() for f in files]
     decoded = []
@@ -61,7 +63,7 @@ def hash_cost(train: str, n: int = 500, passes: int = 5) -> dict:
         _decode(im, sniff_format(d))
         decoded.append(im)
     policy = ImagePolicy()
-    best = {"validate": float("inf"), "hash": float("inf")}
+    best = {"validate": float("inf"), "hash": float("inf"), "batched": float("inf")}
     for _ in range(passes):
         t0 = time.perf_counter()
         for d in datas:
@@ -70,8 +72,11 @@ def hash_cost(train: str, n: int = 500, passes: int = 5) -> dict:
         for im in decoded:
             perceptual_hash(im)
         t2 = time.perf_counter()
-        best["validate"] = min(best["validate"], t1 - t0)
-        best["hash"] = min(best["hash"], t2 - t1)
+        for i in range(0, len(decoded), HASH_BATCH):
+            hashes([hash_input(im) for im in decoded[i:i + HASH_BATCH]])
+        t3 = time.perf_counter()
+        for k, v in (("validate", t1 - t0), ("hash", t2 - t1), ("batched", t3 - t2)):
+            best[k] = min(best[k], v)
     return {k: v / len(datas) * 1e6 for k, v in best.items()}
 
 
@@ -181,7 +186,8 @@ def main(argv=None) -> None:
     print(f"checks on vs off: wall {diff_wall:+.1%}, CPU {diff_cpu:+.1%} (target: under 5%); median of the "
           f"repeats' own ratios: wall {paired_wall:+.1%}, CPU {paired_cpu:+.1%}")
     print(f"per image, in process (best of 5 passes over 500 images): full validation {cost['validate']:.0f} us, "
-          f"the perceptual hash of its decode {cost['hash']:.0f} us ({cost['hash'] / cost['validate']:.1%})")
+          f"the perceptual hash of its decode {cost['hash']:.0f} us one at a time, {cost['batched']:.0f} us in "
+          f"batches ({cost['batched'] / cost['validate']:.1%})")
     print(f"the checks after the hash, in process, per image: {sum(steps.values()):.0f} us (regrouping rows "
           f"{steps['scatter']:.0f}, checking groups {steps['check']:.0f}, the section {steps['assemble']:.0f})")
     if q:

@@ -8,10 +8,13 @@ import json
 import os
 import shutil
 
+import numpy as np
 import pytest
+from PIL import Image
 
 from conftest import convert, manifest, read_all, sha256_file, shard_files, write
 from photos import jpeg, photo
+from transforms.core import quality
 
 # Exact copies: (source, copy). The kept copy is the smallest path.
 EXACT = [("train/cat/p0.jpg", "train/cat/p0_copy.jpg"),          # within a split, same label
@@ -206,3 +209,31 @@ def test_split_salt_draws_another_ratio_split(tmp_path):
                        "--split_salt", salt, "--quality", "off") == 0
         got.append(read_all(out)[1])
     assert set(got[0]) == set(got[1]) and got[0] != got[1]
+
+
+@pytest.mark.parametrize("reads", ["1", "2"])
+def test_near_duplicates_are_found_across_the_hash_batches(tmp_path, reads):
+    """The stages that decode (the shard writer with one read per image,
+    ValidateImages with two) hash quality.HASH_BATCH records at a time: in one
+    shard of more than twice as many, every planted pair is found, no pair of
+    distinct images is, and every record written has its row."""
+    root = str(tmp_path / "images")
+    rng = np.random.default_rng(0)
+    noise = 2 * quality.HASH_BATCH + 40
+    for i in range(noise):
+        write(os.path.join(root, "noise", f"{i:04d}.jpg"),
+              jpeg(Image.fromarray(rng.integers(0, 256, (24, 32, 3), dtype=np.uint8))))
+    pairs = set()
+    for s in range(4):
+        p = photo(300 + s, 96, 72)
+        write(os.path.join(root, "photos", f"{s}.jpg"), jpeg(p))
+        write(os.path.join(root, "photos", f"{s}_q60.jpg"), jpeg(p, 60))
+        pairs.add((f"photos/{s}.jpg", f"photos/{s}_q60.jpg"))
+    out = str(tmp_path / "out")
+    assert convert("--input", root, "--output", out, "--num_shards", "1", "--reads_per_image", reads) == 0
+    m = manifest(out)
+    q = m["quality"]
+    assert {tuple(sorted((e["a"]["path"], e["b"]["path"]))) for e in q["near_duplicates"]["examples"]} == pairs
+    assert q["near_duplicates"]["pairs"] == len(pairs)
+    counted = sum(n for classes in q["balance"]["per_split"].values() for n in classes.values())
+    assert counted == m["counts"]["written"] == noise + 2 * len(pairs)

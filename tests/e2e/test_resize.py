@@ -167,6 +167,18 @@ def test_orientation_kept_without_apply():
     assert im.getexif().get(0x0112, 1) == 1
 
 
+def test_a_resized_photo_keeps_its_icc_profile():
+    """A wide-gamut photo resized holds the same kind of pixel values, so it
+    keeps the profile that says how to show them."""
+    from PIL import ImageCms
+    profile = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+    buf = io.BytesIO()
+    Image.fromarray(photo_like(300, 200)).save(buf, "JPEG", quality=92, icc_profile=profile)
+    info, out = stored(buf.getvalue(), policy())
+    im = Image.open(io.BytesIO(out))
+    assert im.size == (64, 43) and im.info.get("icc_profile") == profile
+
+
 def test_same_bytes_every_time():
     data = jpeg(photo_like(400, 300))
     pol = policy(SHORTER, 80)

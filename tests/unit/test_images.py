@@ -222,3 +222,29 @@ def test_reencoding_composites_alpha_on_white_for_jpeg():
     policy = ImagePolicy(output_formats=frozenset({"jpeg"}), reencode="jpeg")
     out = reencode_image(buf.getvalue(), "jpeg", policy)
     assert int(tf.io.decode_image(out).numpy().min()) >= 250  # white, not black
+
+
+def _with_profile(im, fmt: str, profile: bytes) -> bytes:
+    buf = io.BytesIO()
+    im.save(buf, fmt, icc_profile=profile)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("target", ["jpeg", "png"])
+def test_reencoding_keeps_an_icc_profile_of_the_same_colour_space(target):
+    """Re-encoded (and resized) pixels keep their values, so they keep the
+    profile that says what the values mean; one of another colour space is
+    dropped, not misapplied."""
+    from PIL import ImageCms
+    srgb = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+    colour = Image.fromarray(np.random.default_rng(3).integers(0, 255, (40, 60, 3), dtype=np.uint8))
+    policy = ImagePolicy(output_formats=frozenset({target}), reencode=target)
+    for src_fmt in ("PNG", "TIFF"):
+        out = reencode_image(_with_profile(colour, src_fmt, srgb), target, policy)
+        assert Image.open(io.BytesIO(out)).info.get("icc_profile") == srgb, src_fmt
+        assert tf_decode(out) == (40, 60, 3)
+    grey = _with_profile(colour.convert("L"), "PNG", srgb)  # an RGB profile on grey pixels: it cannot apply
+    out = reencode_image(grey, target, policy)
+    assert "icc_profile" not in Image.open(io.BytesIO(out)).info
+    plain = reencode_image(_with_profile(colour, "PNG", b""), target, policy)
+    assert "icc_profile" not in Image.open(io.BytesIO(plain)).info

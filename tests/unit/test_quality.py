@@ -130,6 +130,24 @@ def test_no_hash_without_a_decode():
     assert probe_image(jpeg(photo(1)), header).phash == -1
 
 
+def test_hashes_of_a_batch_are_those_of_one_image_at_a_time():
+    """The stages that decode hash a batch of records at once (quality.hashes);
+    each hash is the one perceptual_hash gives that image alone."""
+    big = photo(7, 900, 700)  # box-reduced first
+    ims = [Image.open(io.BytesIO(jpeg(photo(s)))) for s in range(4)] + [
+        big, big.convert("L"), big.convert("RGBA"), big.convert("P"), Image.new("L", (1, 1), 9),
+        photo(8).resize((40, 30)).convert("LA")]
+    want = [quality.perceptual_hash(im) for im in ims]
+    assert len(set(want)) >= len(ims) - 2  # distinct images, distinct hashes
+    inputs = [quality.hash_input(im) for im in ims]
+    assert quality.hashes(inputs[:3] + [None] + inputs[3:]) == want[:3] + [-1] + want[3:]
+    assert quality.hashes([]) == [] and quality.hashes([None, None]) == [-1, -1]
+    # As a stage asks for it: the decode's hash input left in the probe's answer, hashed later.
+    data = jpeg(photo(5))
+    later = probe_image(data, ImagePolicy(perceptual_hash=True, hash_later=True))
+    assert later.phash == -1 and quality.hashes([later.hash_input]) == [phash(data)]
+
+
 def test_pairs_within_fewer_bits_than_bands_always_share_a_band():
     rng = random.Random(0)
     for _ in range(2000):

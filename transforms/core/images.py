@@ -29,7 +29,7 @@ from typing import NamedTuple, Optional, Union
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from transforms.core import resize
-from transforms.core.quality import HASH_SIDE, perceptual_hash
+from transforms.core.quality import HASH_SIDE, hash_input, perceptual_hash
 from transforms.core.records import Reason, Rec, Reject, fingerprint, reject
 from transforms.core.specs import ReadPolicy
 
@@ -58,6 +58,7 @@ class ImagePolicy:
     background: tuple = (255, 255, 255)
     apply_orientation: bool = False  # re-encode JPEGs whose EXIF orientation is not 1, upright
     perceptual_hash: bool = False    # hash the decoded image for near-duplicate checks (full validation)
+    hash_later: bool = False         # leave the hash's input in ImageInfo.hash_input (quality.hashes, in batches)
     reads: ReadPolicy = ReadPolicy()  # how input files are read (reads in flight, deadline, size cap)
     resize: resize.ResizePolicy = resize.ResizePolicy()  # --resize_*: bound the stored size
 
@@ -73,6 +74,7 @@ class ImageInfo(NamedTuple):
     phash: int = -1        # quality.perceptual_hash of the decode (-1: not decoded, or not asked)
     orig_height: int = 0   # the input file's size as decoded (0: the stored size)
     orig_width: int = 0
+    hash_input: Optional[Image.Image] = None  # with ImagePolicy.hash_later: quality.hash_input of the decode
 
 
 class BadImage(Exception):
@@ -320,29 +322,37 @@ def probe_image(data: bytes, policy: ImagePolicy, decode_later: bool = False) ->
         return _resize_info(data, fmt, head, planned, policy, decode_later)
     if policy.apply_orientation and fmt == JPEG and _orientation(data) != 1:
         return _reencoded_info(_open(data, fmt), fmt, JPEG, policy)
-    phash = -1
+    phash, later = -1, None
     if policy.validation is Validation.FULL:
         im = _open(data, fmt)
         _decode(im, fmt)
         # From the small decode validation already did: ~11 us, not another decode.
-        phash = perceptual_hash(im) if policy.perceptual_hash else -1
-    return ImageInfo(fmt, head.height, head.width, head.channels, _COLORSPACE[head.channels], fmt, phash=phash)
+        phash, later = _hash(im, policy)
+    return ImageInfo(fmt, head.height, head.width, head.channels, _COLORSPACE[head.channels], fmt, phash=phash,
+                     hash_input=later)
+
+
+def _hash(im: Image.Image, policy: ImagePolicy) -> tuple:
+    """(perceptual hash or -1, None), or with policy.hash_later (-1, its input)."""
+    if not policy.perceptual_hash:
+        return -1, None
+    return (-1, hash_input(im)) if policy.hash_later else (perceptual_hash(im), None)
 
 
 def _resize_info(data: bytes, fmt: str, head: Header, planned: resize.Plan, policy: ImagePolicy,
                  decode_later: bool) -> ImageInfo:
     """A JPEG or PNG that --resize_* re-encodes: the stored size from the
     header alone (turned when --exif_orientation apply turns it)."""
-    phash = -1
+    phash, later = -1, None
     if policy.validation is Validation.FULL and (not decode_later or policy.perceptual_hash):
         im = _open(data, fmt)
         _decode(im, fmt)
-        phash = perceptual_hash(im) if policy.perceptual_hash else -1
+        phash, later = _hash(im, policy)
     w, h = planned.width, planned.height
     if policy.apply_orientation and fmt == JPEG and _orientation(data) in resize.TRANSPOSING:
         w, h = h, w
     return ImageInfo(planned.fmt, h, w, head.channels, _COLORSPACE[head.channels], fmt, planned.fmt, phash,
-                     head.height, head.width)
+                     head.height, head.width, later)
 
 
 def _describe_start(data: bytes) -> str:
@@ -382,8 +392,8 @@ def _reencoded_info(im: Image.Image, fmt: str, target: str, policy: ImagePolicy)
     out = prepare_reencode(im, fmt, target, policy)
     channels = _CHANNELS[out.mode]
     w, h = resize.target_size(out.width, out.height, policy.resize) or out.size
-    return ImageInfo(target, h, w, channels, _COLORSPACE[channels], fmt, target,
-                     perceptual_hash(out) if policy.perceptual_hash else -1, h0, w0)
+    phash, later = _hash(out, policy)
+    return ImageInfo(target, h, w, channels, _COLORSPACE[channels], fmt, target, phash, h0, w0, later)
 
 
 def _probe_for_reencode(data: bytes, fmt: str, policy: ImagePolicy) -> ImageInfo:
@@ -438,6 +448,7 @@ def reencode_image(data: bytes, target: str, policy: ImagePolicy, expect: Option
     come out so raises BadImage. Deterministic for a given Pillow build."""
     fmt = sniff_format(data)
     im = _open(data, fmt)
+    profile = im.info.get("icc_profile")
     # JPEGs and PNGs are turned upright only by --exif_orientation apply, as when stored as they are.
     keep = fmt in policy.output_formats and not (policy.apply_orientation and fmt == JPEG and _orientation(data) != 1)
     job = resize.start(im, policy.resize, 1 if keep else _exif_orientation(im)) if policy.resize.enabled else None
@@ -448,20 +459,43 @@ def reencode_image(data: bytes, target: str, policy: ImagePolicy, expect: Option
         raise BadImage(Reason.CORRUPT, f"re-encoded to {im.width}x{im.height}x{_CHANNELS[im.mode]}, not the "
                        f"{expect[0]}x{expect[1]}x{expect[2]} its header gave (EXIF orientation out of reach?)")
     buf = io.BytesIO()
+    icc = icc_kept(profile, im.mode)
     if target == JPEG:
         orientation = _orientation(data) if keep and fmt == JPEG else 1
         # Pixels kept as the file holds them keep the tag that says how to show them.
         exif = {"exif": _orientation_exif(orientation)} if orientation != 1 else {}
-        im.save(buf, "JPEG", quality=policy.jpeg_quality, optimize=False, **exif)
+        im.save(buf, "JPEG", quality=policy.jpeg_quality, optimize=False, icc_profile=icc, **exif)
     else:
-        im.save(buf, "PNG", compress_level=6)
+        im.save(buf, "PNG", compress_level=6, icc_profile=icc)  # None: not the one in im.info either
     return buf.getvalue()
+
+
+_ICC_SPACES = {"L": b"GRAY", "LA": b"GRAY", "RGB": b"RGB ", "RGBA": b"RGB "}
+
+
+def icc_kept(profile: Optional[bytes], mode: str) -> Optional[bytes]:
+    """The source's ICC profile, to store with the re-encoded image when it
+    describes the re-encoded pixels' colour space (its header's bytes 16-20).
+    Re-encoding keeps the pixel values, so it keeps the profile that says what
+    they mean (a Display P3 or Adobe RGB photo would otherwise be shown as
+    sRGB); a profile of another space (CMYK turned RGB, RGB turned grey) no
+    longer applies and is dropped. TensorFlow's decoders ignore it either way."""
+    if not profile or len(profile) < 20 or profile[16:20] != _ICC_SPACES.get(mode):
+        return None
+    return profile
 
 
 def check_record(rec: Rec, data: bytes, policy: ImagePolicy, read_again: bool = True) -> Union[Rec, Reject]:
     """The record with what will be stored, or its Reject. `read_again`: the
     writer will read the file a second time, and hold it to a CRC32C of
     these bytes."""
+    checked = validate_record(rec, data, policy, read_again)
+    return checked if isinstance(checked, Reject) else checked[0]
+
+
+def validate_record(rec: Rec, data: bytes, policy: ImagePolicy, read_again: bool = True) -> Union[tuple, Reject]:
+    """check_record's (record, its perceptual hash's input or None), the input
+    set with policy.hash_later (its hash is then -1 until quality.hashes)."""
     try:
         info = probe_image(data, policy, decode_later=not read_again)
     except BadImage as e:
@@ -470,7 +504,7 @@ def check_record(rec: Rec, data: bytes, policy: ImagePolicy, read_again: bool = 
                         channels=info.channels, colorspace=info.colorspace, source_fmt=info.source_fmt,
                         reencode_to=info.reencode_to, crc=fingerprint(data) if read_again else -1,
                         phash=info.phash, orig_height=info.orig_height or info.height,
-                        orig_width=info.orig_width or info.width)
+                        orig_width=info.orig_width or info.width), info.hash_input
 
 
 def configure_pillow(policy: ImagePolicy) -> None:

@@ -4,7 +4,9 @@ and split health, image-size histograms; and stratified ratio splits.
 
 The perceptual hash is computed from the small decode full validation
 already does (a JPEG in grey at 1/8 scale, or larger to keep 32 pixels a
-side: transforms/core/images.py), so it costs ~12 us, not a decode. It is the
+side: transforms/core/images.py), so it costs ~12 us, not a decode; the
+stages that decode hash HASH_BATCH records at a time (hashes()), since right
+after each decode the same steps cost three times as much. It is the
 classic DCT hash ("pHash"): grey levels at 32x32, 2-D DCT, the 8x8 lowest
 frequencies compared with their median: 64 bits. The 32x32 image is never
 made: the resize is folded into the DCT's matrices, one per side length.
@@ -47,6 +49,7 @@ PAIR_CHUNK = 1 << 20     # candidate pairs compared in one numpy step (a few ten
 TRAIN = "train"
 
 HASH_SIDE = 32           # the hash's grid; a decode for the hash keeps at least this many pixels a side (images.py)
+HASH_BATCH = 256         # records hashed together by the stages that decode (hashes(): warm caches, vector steps)
 _GRID = 64               # images at least twice this on their short side are box-reduced first (PNGs, large JPEGs)
 _k = np.arange(HASH_SIDE)
 # Orthonormal DCT-II matrix: dct(x) = D @ x, so the 2-D DCT is D @ X @ D.T.
@@ -85,19 +88,42 @@ def perceptual_hash(im: Image.Image) -> int:
     box-reduced to under 2 x _GRID on the short side, resized to 32x32
     (BILINEAR) and transformed by a 2-D DCT in one product of three small
     matrices; the 8x8 lowest frequencies against their median."""
+    return _bits(_low(hash_input(im)).reshape(1, 64))[0]
+
+
+def hash_input(im: Image.Image) -> Image.Image:
+    """The part of the hash that reads the decode: its grey levels, box-reduced."""
     if im.mode != "L":
         if im.mode != "RGB":
             im = im.convert("RGBA").convert("RGB") if "A" in im.mode or im.mode == "P" else im.convert("RGB")
         im = im.convert("L")
     factor = min(im.size) // _GRID
-    if factor > 1:
-        im = im.reduce(factor)
+    return im.reduce(factor) if factor > 1 else im
+
+
+def hashes(inputs: list) -> list:
+    """perceptual_hash of each hash_input (None: -1), the medians and bits of
+    all at once. The shard writer hashes a few hundred records together: right
+    after a decode the same steps cost about three times as much (the decode
+    leaves the caches cold for them)."""
+    lows = [_low(im) for im in inputs if im is not None]
+    values = iter(_bits(np.stack(lows)) if lows else ())
+    return [-1 if im is None else next(values) for im in inputs]
+
+
+def _low(im: Image.Image) -> np.ndarray:
+    """The 8x8 lowest DCT frequencies of the image resized to 32x32, from the
+    folded matrices."""
     w, h = im.size
-    grey = np.frombuffer(im.tobytes(), np.uint8).reshape(h, w)
-    low = (_axis(h) @ grey @ _axis(w).T).ravel()
-    part = np.partition(low, (31, 32))
-    mid = (part[31] + part[32]) * _HALF  # the median, as np.median (float32), without its overhead
-    return int.from_bytes(np.packbits(low > mid).tobytes(), "big")
+    return _axis(h) @ np.frombuffer(im.tobytes(), np.uint8).reshape(h, w) @ _axis(w).T
+
+
+def _bits(low: np.ndarray) -> list:
+    """Each row's 64 frequencies against their median, as an int (first frequency: the high bit)."""
+    low = low.reshape(len(low), 64)
+    part = np.partition(low, (31, 32), axis=1)
+    mid = (part[:, 31] + part[:, 32]) * _HALF  # the median, as np.median (float32), without its overhead
+    return np.packbits(low > mid[:, None], axis=1).view(">u8").ravel().tolist()
 
 
 def hamming(a: int, b: int) -> int:

@@ -175,6 +175,7 @@ def report_inputs(figures: dict, samples: dict, rejects: RejectLog, label_map) -
     report_data.add_rejects(inputs, shown, root, budget)
     for p in report_data.wanted_paths(figures):
         inputs.thumbs[p] = report_data.source_thumbnail(root, p, budget)
+    budget.resolve(inputs)
     if len(label_map.ids) > report_data.MAX_CLASSES:
         inputs.notes.append(f"the samples show the first {report_data.MAX_CLASSES} of {len(label_map.ids):,} classes "
                             "by id")

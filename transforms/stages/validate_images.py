@@ -13,21 +13,29 @@ Output: records [Rec, ...] with size, format, height, width, channels, crc;
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 import apache_beam as beam
 
-from transforms.core.images import ImagePolicy, check_record, configure_pillow
-from transforms.core.records import Batch, Rec, pack
+from transforms.core import quality
+from transforms.core.images import ImagePolicy, configure_pillow, validate_record
+from transforms.core.records import Batch, Reject, pack
 from transforms.core.specs import RECORDS, REJECTS
 from transforms.storage import spill
 from transforms.storage.progress import Progress
 from transforms.storage.reads import make_pool, read_ahead, read_record, read_reject
 
 
+def _add_hashes(good: list, waiting: list) -> None:
+    for (i, _), h in zip(waiting, quality.hashes([src for _, src in waiting])):
+        good[i] = good[i]._replace(phash=h)
+
+
 class _ValidateFn(beam.DoFn):
     def __init__(self, policy: ImagePolicy, progress_dir: str = "", digest: bool = False):
-        self._policy = policy
+        # Perceptual hashes are computed a batch of records at a time (quality.hashes).
+        self._policy = dataclasses.replace(policy, hash_later=True) if policy.perceptual_hash else policy
         self._progress_dir = progress_dir
         self._digest = digest
         self._ok = beam.metrics.Metrics.counter("tfrecords", "images_valid")
@@ -48,17 +56,25 @@ class _ValidateFn(beam.DoFn):
         reads = self._policy.reads
         if self._pool is None:
             self._pool = make_pool(reads, recs[0].path)
+        waiting: list = []  # (index in good, hash input)
         for rec, got in read_ahead(recs, lambda r: read_record(r, reads), reads.in_flight_for(recs[0].path),
                                    self._pool):
-            out = read_reject(rec, got.error) if got.error else check_record(got.value[1], got.value[0],
-                                                                               self._policy)
-            if isinstance(out, Rec):
+            out = read_reject(rec, got.error) if got.error else validate_record(got.value[1], got.value[0],
+                                                                                  self._policy)
+            if not isinstance(out, Reject):
+                out, src = out
                 if self._digest:  # for DropDuplicates (--duplicates keep_one|reject)
                     out = out._replace(sha256=hashlib.sha256(got.value[0]).hexdigest())
                 good.append(out)
                 nbytes += out.size
+                if src is not None:
+                    waiting.append((len(good) - 1, src))
+                    if len(waiting) >= quality.HASH_BATCH:
+                        _add_hashes(good, waiting)
+                        waiting = []
             else:
                 bad.append(out)
+        _add_hashes(good, waiting)
         self._ok.inc(len(good))
         self._bad.inc(len(bad))
         self._bytes.inc(nbytes)

@@ -25,6 +25,7 @@ Output: ShardResult; rejects [Reject]; quality [quality.Row] per shard (with qua
 from __future__ import annotations
 
 import collections
+import dataclasses
 import hashlib
 import operator
 import uuid
@@ -33,8 +34,8 @@ from typing import NamedTuple, Union
 import apache_beam as beam
 
 from transforms.core.features import ExampleEncoder
-from transforms.core.images import BadImage, ImagePolicy, check_record, configure_pillow, reencode_image
-from transforms.core.quality import Row as QualityRow
+from transforms.core import quality
+from transforms.core.images import BadImage, ImagePolicy, configure_pillow, reencode_image, validate_record
 from transforms.core.records import Batch, Reason, Rec, Reject, ShardResult, fingerprint, reject
 from transforms.core.sharding import shard_name
 from transforms.core.specs import QUALITY, REJECTS, OutputFormat, ReadPolicy
@@ -74,6 +75,7 @@ class Prepared(NamedTuple):
     rec: Rec
     data: bytes       # what is stored
     sha256_hex: str   # of `data`
+    hash_input: object = None  # quality.hash_input of the decode, hashed later in a batch (policy.hash_later)
 
 
 def prepare(rec: Rec, policy: ImagePolicy, validate: bool) -> Union[Prepared, Reject]:
@@ -81,15 +83,16 @@ def prepare(rec: Rec, policy: ImagePolicy, validate: bool) -> Union[Prepared, Re
     thread (reading waits on I/O; Pillow's decoding and hashlib release the
     GIL): read it once and validate it (`validate`), or read it again and
     check it is what was validated; re-encode if asked; hash it."""
+    hash_src = None
     if validate:
         try:
             data, rec = read_record(rec, policy.reads)
         except Exception as e:
             return read_reject(rec, e)  # raises StorageUnavailable
-        checked = check_record(rec, data, policy, read_again=False)
+        checked = validate_record(rec, data, policy, read_again=False)
         if isinstance(checked, Reject):
             return checked
-        rec = checked
+        rec, hash_src = checked
     else:
         data = recheck(rec, policy.reads)
         if isinstance(data, Reject):
@@ -103,7 +106,14 @@ def prepare(rec: Rec, policy: ImagePolicy, validate: bool) -> Union[Prepared, Re
     sha = hashlib.sha256(data).hexdigest()
     if policy.resize.enabled:  # image/original/sha256: of the file as read
         rec = rec._replace(orig_sha256=sha if data is original else hashlib.sha256(original).hexdigest())
-    return Prepared(rec, data, sha)
+    return Prepared(rec, data, sha, hash_src)
+
+
+def quality_rows(split: str, waiting: list) -> list:
+    """The quality rows of written records [(rec, sha256 hex, hash input or None)]."""
+    phashes = quality.hashes([src for _, _, src in waiting])
+    return [quality.Row(rec.rel, split, rec.label_text, rec.label_id, sha, rec.phash if src is None else ph,
+                        rec.width, rec.height) for (rec, sha, src), ph in zip(waiting, phashes)]
 
 
 class _WriteShardFn(beam.DoFn):
@@ -115,7 +125,8 @@ class _WriteShardFn(beam.DoFn):
         self._index_files = index_files
         self._output_format = output_format
         self._compression = compression
-        self._policy = policy
+        # Validating here, the hashes are computed a batch of records at a time (quality.hashes).
+        self._policy = dataclasses.replace(policy, hash_later=True) if validate and quality_rows else policy
         self._keys = keys
         self._validate = validate
         self._progress_dir = progress_dir
@@ -144,6 +155,7 @@ class _WriteShardFn(beam.DoFn):
         index_lines: list = []
         rejects = Batch()
         rows = Batch() if self._quality_rows else None  # for CheckQuality: a small row per record written
+        waiting: list = []  # records written whose rows wait for their hashes
         policy, validate = self._policy, self._validate
         in_flight = policy.reads.in_flight_for(recs[0].path) if recs else 1
         encoder = self._encoder(label_map.kind)
@@ -157,11 +169,13 @@ class _WriteShardFn(beam.DoFn):
                     rejects.append(got.value)
                     self._validated.add(0, 0, 1)
                     continue
-                rec, data, sha = got.value
+                rec, data, sha, hash_src = got.value
                 self._validated.add(1, rec.size)
                 if rows is not None:
-                    rows.append(QualityRow(rec.rel, split, rec.label_text, rec.label_id, sha, rec.phash,
-                                           rec.width, rec.height))
+                    waiting.append((rec, sha, hash_src))
+                    if len(waiting) >= quality.HASH_BATCH:
+                        rows.extend(quality_rows(split, waiting))
+                        waiting = []
                 chunks, length = encoder.encode(rec, data, sha)
                 before = writer.bytes_written
                 writer.write(chunks, length)
@@ -173,6 +187,8 @@ class _WriteShardFn(beam.DoFn):
                     # written are the record's offset and framed length.
                     index_lines.append(b"%d %d\n" % (before, writer.bytes_written - before))
             crc = writer.close()
+        if waiting:
+            rows.extend(quality_rows(split, waiting))
         index_temp, index_data = "", b""
         if self._index_files:
             index_data = b"".join(index_lines)

@@ -13,6 +13,7 @@ and `tfrecords report OUT` rebuilds it).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import json
 import logging
@@ -42,17 +43,47 @@ DEADLINE_SECONDS = 60.0          # after this, no more reads: the report is buil
 NO_PREVIEW = {Reason.MISSING, Reason.UNSAFE_PATH, Reason.NOT_A_FILE, Reason.TOO_LARGE, Reason.TOO_MANY_PIXELS,
               Reason.TOO_COMPLEX, Reason.BAD_ROW, Reason.AMBIGUOUS, Reason.EMPTY}
 _BATCH = 64
+THREADS = 8                      # thumbnails made at once (Pillow decodes without the GIL; bucket reads wait)
 
 log = logging.getLogger(__name__)
 
 
 class Budget:
+    """The caps of one gathering, and the threads that make its thumbnails:
+    a thumbnail is a future until resolve() (a report on a bucket waits for
+    each source file it opens; locally the decodes use every core)."""
+
     def __init__(self, seconds: float):
         self.end = time.monotonic() + seconds
         self.source_reads = 0
+        self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
 
     def out_of_time(self) -> bool:
         return time.monotonic() > self.end
+
+    def later(self, fn, *args) -> concurrent.futures.Future:
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(THREADS, thread_name_prefix="thumbnail")
+        return self._pool.submit(fn, *args)
+
+    def resolve(self, inputs: ReportInputs) -> ReportInputs:
+        """The inputs with every thumbnail made (b"" for one that failed); the threads end."""
+        inputs.samples = [s._replace(thumb=_made(s.thumb)) for s in inputs.samples]
+        inputs.rejects = [r._replace(thumb=_made(r.thumb)) for r in inputs.rejects]
+        inputs.thumbs = {p: _made(t) for p, t in inputs.thumbs.items()}
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        return inputs
+
+
+def _made(thumb) -> bytes:
+    if not isinstance(thumb, concurrent.futures.Future):
+        return thumb
+    try:
+        return thumb.result()
+    except Exception:  # thumbnail() returns b"" for bad bytes; anything else: no preview either
+        return b""
 
 
 def _roles(m: dict) -> dict:
@@ -146,7 +177,7 @@ def scan_shards(output: str, m: dict, inputs: ReportInputs, wanted: set, budget:
                             cut = f"{DEADLINE_SECONDS:g} s"
                     if batch and (data is None or len(batch) >= _BATCH or cut):
                         for row in decoder.DecodeBatch(batch).to_pylist():
-                            _take(row, roles, split, names, classed, per_label, accept, wanted, inputs)
+                            _take(row, roles, split, names, classed, per_label, accept, wanted, inputs, budget)
                         batch = []
                     if cut or data is None or done():
                         break
@@ -161,7 +192,7 @@ def scan_shards(output: str, m: dict, inputs: ReportInputs, wanted: set, budget:
 
 
 def _take(row: dict, roles: dict, split: str, names: dict, classed: bool, per_label: dict, accept,
-          wanted: set, inputs: ReportInputs) -> None:
+          wanted: set, inputs: ReportInputs, budget: Budget) -> None:
     path = _text(_first(row, roles.get("filename")))
     w, h = _first(row, roles.get("width")), _first(row, roles.get("height"))
     if w is not None and h is not None:
@@ -170,7 +201,7 @@ def _take(row: dict, roles: dict, split: str, names: dict, classed: bool, per_la
     if data is None:
         return
     if path in wanted and path not in inputs.thumbs:
-        inputs.thumbs[path] = thumbnail(data)
+        inputs.thumbs[path] = budget.later(thumbnail, data)
     if classed:
         text = _first(row, roles.get("text"))
         lid = _first(row, roles.get("label"))
@@ -181,7 +212,7 @@ def _take(row: dict, roles: dict, split: str, names: dict, classed: bool, per_la
         target = _first(row, roles.get("target"))
         caption = f"{path} (target {target:g})" if target is not None else path
     if accept(label):
-        per_label.setdefault(label, []).append(Sample(label, split, caption, thumbnail(data)))
+        per_label.setdefault(label, []).append(Sample(label, split, caption, budget.later(thumbnail, data)))
 
 
 def source_path(root: str, rel: str) -> Optional[str]:
@@ -195,17 +226,24 @@ def source_path(root: str, rel: str) -> Optional[str]:
     return fsutil.join(root, rel)
 
 
-def source_thumbnail(root: str, rel: str, budget: Budget) -> bytes:
+def source_thumbnail(root: str, rel: str, budget: Budget):
     path = source_path(root, rel)
     return file_thumbnail(path, budget) if path else b""
 
 
-def file_thumbnail(path: str, budget: Budget) -> bytes:
-    """A thumbnail of an input file (b"" if it cannot be read or decoded, or
-    the budget is spent): only regular files, at most MAX_SOURCE_BYTES."""
+def file_thumbnail(path: str, budget: Budget):
+    """A thumbnail of an input file, made on the budget's threads (b"" if it
+    cannot be read or decoded, or the budget is spent): only regular files,
+    at most MAX_SOURCE_BYTES."""
     if budget.source_reads >= MAX_SOURCE_READS or budget.out_of_time():
         return b""
     budget.source_reads += 1
+    return budget.later(_file_thumbnail, path, budget)
+
+
+def _file_thumbnail(path: str, budget: Budget) -> bytes:
+    if budget.out_of_time():
+        return b""
     try:
         data, _, _ = reads.read_input(path, 0, -1, ReadPolicy(timeout=30.0, max_file_bytes=MAX_SOURCE_BYTES))
     except Exception:  # gone, unreadable, not a file, too large: no preview
@@ -289,6 +327,7 @@ def gather(output: str, m: dict, deadline: float = DEADLINE_SECONDS) -> ReportIn
     for p in wanted:
         if p not in inputs.thumbs:
             inputs.thumbs[p] = source_thumbnail(root, p, budget)
+    budget.resolve(inputs)
     if budget.out_of_time():
         inputs.notes.append(f"gathering stopped after {DEADLINE_SECONDS:g} s; some thumbnails are missing")
     return inputs
