@@ -132,6 +132,68 @@ def ensure_size(data_dir: str, n: int, classes: int = 100, seed: int = 0, scale:
     return dict(info, root=folder, train=os.path.join(folder, "train"))
 
 
+TILES = 3  # tiles a side of the shuffled variant
+
+
+def _shuffle_tiles(task) -> int:
+    """One image of the shuffled variant: its TILES x TILES tiles in an order
+    and with flips drawn from its path, re-encoded as a JPEG of quality 90."""
+    import io
+    import random
+
+    from PIL import Image, ImageOps
+    src, dst, rel = task
+    im = Image.open(src).convert("RGB")
+    tw, th = im.width // TILES, im.height // TILES
+    rng = random.Random(f"tiles-{rel}")
+    cells = [(x * tw, y * th) for y in range(TILES) for x in range(TILES)]
+    order = rng.sample(cells, len(cells))
+    out = Image.new("RGB", (tw * TILES, th * TILES))
+    for (x, y), (sx, sy) in zip(cells, order):
+        tile = im.crop((sx, sy, sx + tw, sy + th))
+        if rng.random() < 0.5:
+            tile = ImageOps.mirror(tile)
+        if rng.random() < 0.5:
+            tile = ImageOps.flip(tile)
+        out.paste(tile, (x, y))
+    buf = io.BytesIO()
+    out.save(buf, "JPEG", quality=90)
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    with open(dst, "wb") as f:
+        f.write(buf.getvalue())
+    return len(buf.getvalue())
+
+
+def ensure_shuffled(data_dir: str, n: int, log=print) -> dict:
+    """The n-image tree with each image's tiles shuffled (TILES x TILES, with
+    flips): the same photo-like content, sizes and decode cost, but no longer
+    crops of a few photos, so near duplicates are rare, as in most real
+    datasets (the plain tree is a worst case for the near-duplicate check)."""
+    base = ensure_size(data_dir, n, log=log)
+    folder = base["root"] + "-tiles"
+    info = _read_info(folder)
+    want = {"format": FORMAT, "images": n, "tiles": TILES, "pillow": _pillow(), "from": os.path.basename(base["root"])}
+    if info and all(info.get(k) == v for k, v in want.items()) and os.path.isdir(os.path.join(folder, "train")):
+        return dict(info, root=folder, train=os.path.join(folder, "train"))
+    import multiprocessing as mp
+    log(f"shuffling the tiles of {n:,} images into {folder} ...")
+    t = time.time()
+    tmp = folder + ".partial"
+    for d in (folder, tmp):
+        if os.path.exists(d):
+            shutil.rmtree(d)
+    rels = sorted(os.path.relpath(os.path.join(d, f), base["train"]) for d, _, fs in os.walk(base["train"]) for f in fs)
+    tasks = [(os.path.join(base["train"], r), os.path.join(tmp, "train", r), r) for r in rels]
+    with mp.get_context("fork").Pool(os.cpu_count() or 1) as pool:
+        sizes = pool.map(_shuffle_tiles, tasks, chunksize=32)
+    shutil.copyfile(os.path.join(base["root"], "labels.csv"), os.path.join(tmp, "labels.csv"))
+    info = dict(want, bytes=sum(sizes), mean_bytes=round(sum(sizes) / n), generate_seconds=round(time.time() - t, 1))
+    _write_info(tmp, info)
+    os.replace(tmp, folder)
+    log(f"  {n:,} images, {sum(sizes) / 1e6:.1f} MB in {time.time() - t:.1f} s")
+    return dict(info, root=folder, train=os.path.join(folder, "train"))
+
+
 def warm(train: str) -> tuple[int, int]:
     """Reads every file once so every variant starts from a warm page cache."""
     n = b = 0

@@ -136,12 +136,17 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--near_duplicates", default="", help="passed to the runs with checks on (default: convert's)")
+    ap.add_argument("--tiles", action="store_true",
+                    help="the tree with each image's tiles shuffled (bench/dataset.py): few near duplicates, "
+                         "as in most real datasets, instead of the crops of a few photos")
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "bench", "data"))
     ap.add_argument("--quiet-cores", type=float, default=0.5, help="wait for the rest of the machine to use less")
     ap.add_argument("--max-wait", type=float, default=30.0)
     ap.add_argument("--out", default="")
     a = ap.parse_args(argv)
-    info = dataset.ensure_size(a.data_dir, a.size, log=lambda m: print(m, file=sys.stderr))
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    info = dataset.ensure_shuffled(a.data_dir, a.size, log) if a.tiles else dataset.ensure_size(a.data_dir, a.size,
+                                                                                                   log=log)
     train = info["train"]
     n, nbytes = dataset.warm(train)
     env = child_env()
@@ -193,10 +198,12 @@ def main(argv=None) -> None:
     if q:
         d, nd = q["duplicates"], q["near_duplicates"]
         print(f"found: {d['groups']} exact-duplicate groups, {nd.get('pairs')} near-duplicate pairs within "
-              f"{nd.get('max_distance')} bits (the tree crops a few source photos)")
+              f"{nd.get('max_distance')} bits ("
+              + ("the tiles of each image shuffled)" if a.tiles else "the tree crops a few source photos)"))
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "images": n, "bytes": nbytes, "shards": a.shards, "repeats": a.repeats,
-              "near_duplicates": a.near_duplicates or "default", "summary": summary,
+              "near_duplicates": a.near_duplicates or "default", "tree": "tiles" if a.tiles else "crops",
+              "summary": summary,
               "wall_difference": diff_wall, "cpu_difference": diff_cpu,
               "paired_wall_difference": paired_wall, "paired_cpu_difference": paired_cpu, "hash_cost_us": cost,
               "checks_cost_us": steps,

@@ -100,3 +100,28 @@ def test_tree_sampler_finds_every_process():
             os.kill(pid, 9)
         parent.kill()
         parent.wait()
+
+
+def test_the_shuffled_tree_keeps_each_image_but_not_its_layout(tmp_path):
+    """bench.quality --tiles: every image of the tree, decodable, as large as
+    its source (to a whole number of tiles), labels kept, its tiles moved."""
+    import numpy as np
+    from PIL import Image
+
+    from bench import dataset
+    data = str(tmp_path / "data")
+    shuffled = dataset.ensure_shuffled(data, 12, log=lambda m: None)
+    base = dataset.ensure_size(data, 12, log=lambda m: None)
+    rels = sorted(os.path.relpath(os.path.join(d, f), base["train"]) for d, _, fs in os.walk(base["train"]) for f in fs)
+    assert len(rels) == 12 and shuffled["images"] == 12
+    moved = 0
+    for rel in rels:
+        a, b = Image.open(os.path.join(base["train"], rel)), Image.open(os.path.join(shuffled["train"], rel))
+        t = dataset.TILES
+        assert b.format == "JPEG" and b.size == (a.width // t * t, a.height // t * t)
+        crop = np.asarray(a.convert("RGB").crop((0, 0) + b.size), dtype=np.int16)
+        moved += np.abs(np.asarray(b.convert("RGB"), dtype=np.int16) - crop).mean() > 10
+    assert moved >= 10  # a tile left in place and unflipped (1 in 36 per tile) may leave an image alike
+    with open(os.path.join(shuffled["root"], "labels.csv")) as f, open(os.path.join(base["root"], "labels.csv")) as g:
+        assert f.read() == g.read()
+    assert dataset.ensure_shuffled(data, 12, log=lambda m: None)["generate_seconds"] == shuffled["generate_seconds"]
