@@ -109,7 +109,7 @@ def prepare(rec: Rec, policy: ImagePolicy, validate: bool) -> Union[Prepared, Re
     return Prepared(rec, data, sha, hash_src)
 
 
-def quality_rows(split: str, waiting: list) -> list:
+def rows_with_hashes(split: str, waiting: list) -> list:
     """The quality rows of written records [(rec, sha256 hex, hash input or None)]."""
     phashes = quality.hashes([src for _, _, src in waiting])
     return [quality.Row(rec.rel, split, rec.label_text, rec.label_id, sha, rec.phash if src is None else ph,
@@ -174,7 +174,7 @@ class _WriteShardFn(beam.DoFn):
                 if rows is not None:
                     waiting.append((rec, sha, hash_src))
                     if len(waiting) >= quality.HASH_BATCH:
-                        rows.extend(quality_rows(split, waiting))
+                        rows.extend(rows_with_hashes(split, waiting))
                         waiting = []
                 chunks, length = encoder.encode(rec, data, sha)
                 before = writer.bytes_written
@@ -188,7 +188,7 @@ class _WriteShardFn(beam.DoFn):
                     index_lines.append(b"%d %d\n" % (before, writer.bytes_written - before))
             crc = writer.close()
         if waiting:
-            rows.extend(quality_rows(split, waiting))
+            rows.extend(rows_with_hashes(split, waiting))
         index_temp, index_data = "", b""
         if self._index_files:
             index_data = b"".join(index_lines)
