@@ -485,17 +485,11 @@ def icc_kept(profile: Optional[bytes], mode: str) -> Optional[bytes]:
     return profile
 
 
-def check_record(rec: Rec, data: bytes, policy: ImagePolicy, read_again: bool = True) -> Union[Rec, Reject]:
-    """The record with what will be stored, or its Reject. `read_again`: the
-    writer will read the file a second time, and hold it to a CRC32C of
-    these bytes."""
-    checked = validate_record(rec, data, policy, read_again)
-    return checked if isinstance(checked, Reject) else checked[0]
-
-
 def validate_record(rec: Rec, data: bytes, policy: ImagePolicy, read_again: bool = True) -> Union[tuple, Reject]:
-    """check_record's (record, its perceptual hash's input or None), the input
-    set with policy.hash_later (its hash is then -1 until quality.hashes)."""
+    """(the record with what will be stored, its perceptual hash's input or
+    None), or its Reject. The input is set with policy.hash_later (the hash
+    is then -1 until quality.hashes). `read_again`: the writer will read the
+    file a second time, and hold it to a CRC32C of these bytes."""
     try:
         info = probe_image(data, policy, decode_later=not read_again)
     except BadImage as e:
