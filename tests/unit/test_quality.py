@@ -236,6 +236,16 @@ def test_columns_and_vectorised_figures_match_the_row_functions():
         quality.DupSummary.empty()
 
 
+def test_a_group_of_many_copies_lists_the_first_files_and_counts_all():
+    n = quality.MAX_GROUP_FILES + 150
+    copies = [row(f"t/{i:04d}.jpg", sha="same") for i in reversed(range(n))]
+    g = quality.dup_group("same", copies)
+    assert g["count"] == n and [f["path"] for f in g["files"]] == [f"t/{i:04d}.jpg" for i in range(quality.MAX_GROUP_FILES)]
+    out = quality.DupSummary.output(quality.dup_summary(quality.Columns.of(copies)), "keep_all")
+    assert (out["groups"], out["extra_copies"]) == (1, n - 1)
+    assert len(out["examples"][0]["files"]) == quality.MAX_GROUP_FILES
+
+
 def test_duplicate_groups_and_summary():
     g1 = quality.dup_group("s1", [row("v/x.jpg", "validation", "dog", 1), row("t/x.jpg", "train", "cat", 0)])
     assert g1["across_splits"] and g1["conflicting_labels"]

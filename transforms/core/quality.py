@@ -44,6 +44,7 @@ BAND_WIDTHS = (11, 11, 11, 11, 10, 10)  # bits of each band, high bits first
 BANDS = len(BAND_WIDTHS)
 DEFAULT_MAX_DISTANCE = 8
 MAX_EXAMPLES = 1000      # groups or pairs listed in the manifest; all are counted
+MAX_GROUP_FILES = 100    # files listed for one duplicate group (its "count" counts them all)
 MAX_BUCKET = 20000       # members of one band bucket compared pairwise (flat images can share one hash)
 PAIR_CHUNK = 1 << 20     # candidate pairs compared in one numpy step (a few tens of MB of arrays)
 TRAIN = "train"
@@ -224,12 +225,15 @@ def keeper(files: Iterable) -> str:
 
 
 def dup_group(sha: str, files: Iterable) -> dict:
-    """One manifest example for the files sharing `sha` (>= 2 of them)."""
+    """One manifest example for the files sharing `sha` (>= 2 of them): how
+    many, and the first MAX_GROUP_FILES by path (a placeholder image copied
+    100,000 times must not make the manifest, or the memory of the steps that
+    carry it, grow with its copies)."""
     files = sorted(files, key=lambda f: f.rel)
-    return {"sha256": sha,
+    return {"sha256": sha, "count": len(files),
             "across_splits": len({f.split for f in files}) > 1,
             "conflicting_labels": len({f.label for f in files}) > 1,
-            "files": [row_file(f) for f in files]}
+            "files": [row_file(f) for f in files[:MAX_GROUP_FILES]]}
 
 
 class DupSummary:
@@ -245,7 +249,7 @@ class DupSummary:
         groups, extra, within, across, conflict, ex = acc
         ex.append(g)
         ex = _capped(ex, _group_order, lazy=True)
-        return (groups + 1, extra + len(g["files"]) - 1, within + (not g["across_splits"]),
+        return (groups + 1, extra + g["count"] - 1, within + (not g["across_splits"]),
                 across + g["across_splits"], conflict + g["conflicting_labels"], ex)
 
     @staticmethod

@@ -386,10 +386,11 @@ def _duplicates(m: dict, thumbs: dict) -> str:
                    f"<code>{_e(d.get('policy', ''))}</code>).</p>")
         for g in (d.get("examples") or [])[:MAX_SHOWN_GROUPS]:
             files = g.get("files") or []
+            count = g.get("count", len(files))  # outputs written before groups were capped have no count
             flags = [t for t, on in (("across splits", g.get("across_splits")),
                                      ("conflicting labels", g.get("conflicting_labels"))) if on]
-            more = f'<div class="more">+{len(files) - MAX_FILES_PER_GROUP} more</div>' \
-                if len(files) > MAX_FILES_PER_GROUP else ""
+            more = f'<div class="more">+{count - MAX_FILES_PER_GROUP:,} more</div>' \
+                if count > MAX_FILES_PER_GROUP else ""
             out.append(f'<div class="pair"><div class="flags">{_e(", ".join(flags) or "same split")}<br>'
                        f'<small>sha256 {_e(str(g.get("sha256", ""))[:12])}</small></div>'
                        + "".join(_file_card(f, thumbs) for f in files[:MAX_FILES_PER_GROUP]) + more + "</div>")
