@@ -17,7 +17,7 @@ $(STAMP): setup.py constraints.txt
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m pipelines.demo
+	$(PY) -m tfrecord_pipelines.demo
 
 # Beyond pip: Debian's chromium, which tests/e2e/test_report_html.py opens report.html
 # in (headless). Installed when missing; CI runs as root with apt-get.

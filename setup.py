@@ -7,6 +7,13 @@ from setuptools import find_packages, setup
 HERE = pathlib.Path(__file__).parent
 VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "pipelines" / "__init__.py").read_text()).group(1)
 
+# pipelines/ is the package tfrecord_pipelines (the application and its API);
+# transforms/ (the library) is its subpackage tfrecord_pipelines.transforms.
+PACKAGE_DIR = {"tfrecord_pipelines": "pipelines", "tfrecord_pipelines.transforms": "transforms"}
+PACKAGES = (["tfrecord_pipelines"] + [f"tfrecord_pipelines.{p}" for p in find_packages("pipelines")]
+            + ["tfrecord_pipelines.transforms"]
+            + [f"tfrecord_pipelines.transforms.{p}" for p in find_packages("transforms")])
+
 setup(
     name="tfrecord-pipelines",
     version=VERSION,
@@ -14,8 +21,11 @@ setup(
     long_description=(HERE / "README.md").read_text(encoding="utf-8") if (HERE / "README.md").exists() else "",
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["pipelines", "pipelines.*", "transforms", "transforms.*"]),
-    package_data={"pipelines": ["sample_photos/*"]},
+    # One import name, tfrecord_pipelines: the repository's folders are mapped into it, so
+    # nothing generic (`pipelines`, `transforms`) lands on sys.path to clash with a user's own.
+    packages=PACKAGES,
+    package_dir=PACKAGE_DIR,
+    package_data={"tfrecord_pipelines": ["sample_photos/*"]},
     install_requires=[
         # Dataflow's worker image must carry the same Beam version (launch/Dockerfile).
         "apache-beam[gcp]==2.77.0",
@@ -40,5 +50,5 @@ setup(
                  # Grain reads the ArrayRecord shards (random access by index)
                  "grain>=0.2.18,<0.3; python_version >= '3.11'"],
     },
-    entry_points={"console_scripts": ["tfrecords=pipelines.cli:main"]},
+    entry_points={"console_scripts": ["tfrecords=tfrecord_pipelines.cli:main"]},
 )

@@ -14,7 +14,7 @@ VARIANT is one of:
                       on Beam's in-process FnApiRunner
   naive_beam_mp       the same pipeline with --direct_running_mode multi_processing on all cores (opt-in: slow, ~12 GB)
   decode_all_cores    a process pool on all cores: read each file and decode it fully with Pillow (`load()`)
-  validate_all_cores  the same pool calling our validator, transforms.core.images.probe_image in full mode
+  validate_all_cores  the same pool calling our validator, tfrecord_pipelines.transforms.core.images.probe_image in full mode
                       (a JPEG decoded at 1/8 scale with draft(), which still decodes the whole stream)
 
 Files are listed with a sorted walk; the label is the top folder's name (ids
@@ -165,7 +165,7 @@ _POLICY = None
 
 def _validate_one(path: str) -> int:
     global _POLICY
-    from transforms.core.images import ImagePolicy, probe_image
+    from tfrecord_pipelines.transforms.core.images import ImagePolicy, probe_image
     if _POLICY is None:
         _POLICY = ImagePolicy()  # full validation, the converter's default
     with open(path, "rb") as f:
@@ -208,7 +208,7 @@ def main(argv=None) -> None:
         import PIL.Image  # noqa: F401  (imported once, before the fork)
         total = all_cores(items, _decode_one)
     else:
-        import transforms.core.images  # noqa: F401
+        import tfrecord_pipelines.transforms.core.images  # noqa: F401
         total = all_cores(items, _validate_one)
     print(json.dumps({"images": len(items), "bytes": total}))
     sys.stdout.flush()

@@ -1,5 +1,5 @@
 """Benchmark datasets, built with the project's own generator
-(`pipelines.sample_data.make_imagefolder`) and cached.
+(`tfrecord_tfrecord_pipelines.sample_data.make_imagefolder`) and cached.
 
 One generated *pool* holds `classes` x `per_class` images, enough for the
 largest size. Each size N is a tree of hard links to the first N images of the
@@ -64,7 +64,7 @@ def ensure_pool(data_dir: str, classes: int, per_class: int, seed: int, scale: f
     info = _read_info(folder)
     if info and all(info.get(k) == v for k, v in want.items()) and info.get("per_class", 0) >= per_class:
         return dict(info, root=folder)
-    from pipelines.sample_data import make_imagefolder  # numpy and Pillow: only when generating
+    from tfrecord_pipelines.sample_data import make_imagefolder  # numpy and Pillow: only when generating
     log(f"generating {classes} x {per_class} images (scale {scale:g}, seed {seed}) into {folder} ...")
     t = time.time()
     if os.path.exists(folder):
@@ -75,7 +75,7 @@ def ensure_pool(data_dir: str, classes: int, per_class: int, seed: int, scale: f
     os.makedirs(tmp)
     made = make_imagefolder(tmp, classes=classes, per_class=per_class, seed=seed, scale=scale)
     info = dict(want, per_class=per_class, images=made["images"], bytes=made["bytes"],
-                generator="pipelines.sample_data.make_imagefolder",
+                generator="tfrecord_tfrecord_pipelines.sample_data.make_imagefolder",
                 generate_seconds=round(time.time() - t, 1))
     _write_info(tmp, info)
     os.replace(tmp, folder)
@@ -85,7 +85,7 @@ def ensure_pool(data_dir: str, classes: int, per_class: int, seed: int, scale: f
 
 def _pool_order(pool: dict) -> list[tuple[str, int]]:
     """(class name, k) of the pool's images in k-major order."""
-    from pipelines.sample_data import class_names  # pure Python, but imports numpy and Pillow
+    from tfrecord_pipelines.sample_data import class_names  # pure Python, but imports numpy and Pillow
     names = class_names(pool["classes"], pool["seed"])
     return [(n, k) for k in range(pool["per_class"]) for n in names]
 
@@ -126,7 +126,7 @@ def ensure_size(data_dir: str, n: int, classes: int = 100, seed: int = 0, scale:
         w.writerow(["filename", "label"])
         w.writerows(sorted(rows))
     info = dict(want, bytes=total, mean_bytes=round(total / n), classes_used=len({r[1] for r in rows}),
-                pool=os.path.basename(pool["root"]), generator="pipelines.sample_data.make_imagefolder")
+                pool=os.path.basename(pool["root"]), generator="tfrecord_tfrecord_pipelines.sample_data.make_imagefolder")
     _write_info(tmp, info)
     os.replace(tmp, folder)
     return dict(info, root=folder, train=os.path.join(folder, "train"))

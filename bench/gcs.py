@@ -8,7 +8,7 @@ It starts the GCS emulator (threaded, tests/gcs_server.py) behind a proxy that
 holds every HTTP request for the given latency and counts requests
 (tests/gcs_proxy.py), uploads two datasets of small JPEGs (10-25 KB, 10 class
 folders), then for each latency and round runs, as a user would,
-`python -m pipelines.convert --input gs://... --output <local> --validate
+`python -m tfrecord_pipelines.convert --input gs://... --output <local> --validate
 header --num_shards 4` on both sizes, and a 32-thread `download_as_bytes` of
 the larger set. Our throughput is marginal, (N2 - N1) / (t2 - t1), so process
 start-up and fixed costs cancel; requests per image likewise come from the
@@ -38,8 +38,8 @@ from gcs_proxy import GcsProxy  # noqa: E402
 
 def make_objects(n: int, prefix: str, classes: int = 10, scale: float = 0.3) -> int:
     """Uploads n JPEGs (prefix/<class>/<k>.jpg); returns their total bytes."""
-    from pipelines.sample_data import make_image
-    from transforms.storage import gcs
+    from tfrecord_pipelines.sample_data import make_image
+    from tfrecord_pipelines.transforms.storage import gcs
     bucket = gcs.client().bucket(BUCKET)
 
     def one(i):
@@ -51,7 +51,7 @@ def make_objects(n: int, prefix: str, classes: int = 10, scale: float = 0.3) -> 
 
 
 def parallel_download(prefix: str, threads: int = 32) -> tuple[int, float]:
-    from transforms.storage import gcs
+    from tfrecord_pipelines.transforms.storage import gcs
     bucket = gcs.client().bucket(BUCKET)
     names = [b.name for b in gcs.client().list_blobs(BUCKET, prefix=prefix + "/")]
     t, cpu = time.perf_counter(), time.process_time()
@@ -68,7 +68,7 @@ def children_cpu() -> float:
 
 def convert(prefix: str, out: str, extra: list) -> tuple[float, float]:
     """(wall, CPU seconds of the converter's whole process tree)."""
-    cmd = [sys.executable, "-m", "pipelines.convert", "--input", f"gs://{BUCKET}/{prefix}", "--output", out,
+    cmd = [sys.executable, "-m", "tfrecord_pipelines.convert", "--input", f"gs://{BUCKET}/{prefix}", "--output", out,
            "--num_shards", "4", "--progress", "off", "--overwrite", *extra]
     t, cpu = time.perf_counter(), children_cpu()
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -79,7 +79,7 @@ def convert(prefix: str, out: str, extra: list) -> tuple[float, float]:
 
 
 def written(out: str) -> int:
-    from transforms.storage import fsutil
+    from tfrecord_pipelines.transforms.storage import fsutil
     return json.loads(fsutil.read_bytes(fsutil.join(out, "manifest.json")))["counts"]["written"]
 
 

@@ -7,10 +7,10 @@ what the converter does per image, each over all the images, `--passes`
 times (the median pass is reported, and the fastest):
 
   read             open + read the file (warm page cache)
-  header probe     transforms.core.images.probe_image, --validate header (marker walk to EOI)
+  header probe     tfrecord_pipelines.transforms.core.images.probe_image, --validate header (marker walk to EOI)
   full validate    probe_image, --validate full (the header checks + a 1/8-scale draft decode)
   Pillow full decode   Image.open(...).load(): the decode_all_cores reference
-  fingerprint      transforms.core.records.fingerprint (CRC32C of the whole file: the change
+  fingerprint      tfrecord_pipelines.transforms.core.records.fingerprint (CRC32C of the whole file: the change
                    check of --reads_per_image 2)
   sha256           hashlib.sha256(data).hexdigest() for image/key/sha256
   Example build    features.ExampleEncoder.encode (the shard writer's: rows in key order, repeating entries reused)
@@ -102,7 +102,7 @@ def import_costs() -> dict:
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
     out = {}
     for name, stmt in [("python", "pass"), ("apache_beam", "import apache_beam"),
-                       ("pipelines.convert", "import pipelines.convert"),
+                       ("tfrecord_pipelines.convert", "import tfrecord_pipelines.convert"),
                        ("tensorflow", "import tensorflow")]:
         runs = [procmon.run_measured([sys.executable, "-c", stmt], cwd=ROOT, env=env) for _ in range(3)]
         out[name] = {"wall_s": round(statistics.median(r["wall_s"] for r in runs), 2),
@@ -126,11 +126,11 @@ def main(argv=None) -> int:
     from PIL import Image
 
     from bench.baselines import list_images
-    from transforms.core.images import ImagePolicy, Validation, probe_image
-    from transforms.core.records import Rec, fingerprint
-    from transforms.core.tfrecord_io import RecordWriter, masked_crc
-    from transforms.core.images import configure_pillow
-    from transforms.core.features import ExampleEncoder
+    from tfrecord_pipelines.transforms.core.images import ImagePolicy, Validation, probe_image
+    from tfrecord_pipelines.transforms.core.records import Rec, fingerprint
+    from tfrecord_pipelines.transforms.core.tfrecord_io import RecordWriter, masked_crc
+    from tfrecord_pipelines.transforms.core.images import configure_pillow
+    from tfrecord_pipelines.transforms.core.features import ExampleEncoder
 
     train = find_train(os.path.abspath(a.data)) if a.data else default_data(a.images)
     items = list_images(train)

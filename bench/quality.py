@@ -12,7 +12,7 @@ machine. Printed: median wall, images/s and CPU seconds per setting and the
 difference on/off (the target is under 5%), also as the median of each
 repeat's on/off ratio (its two runs are back to back, so load from elsewhere
 that comes and goes disturbs it less); then, on 500 of the images, the
-per-image time of full validation (transforms.core.images.probe_image) and
+per-image time of full validation (tfrecord_pipelines.transforms.core.images.probe_image) and
 the hash's, one image at a time and in batches of quality.HASH_BATCH as the
 stages that decode compute it (the best of 5 passes: the least disturbed by
 other load; right after each decode, the hash cost three times as much, ~40
@@ -42,7 +42,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def convert_cmd(train: str, out: str, quality: str, shards: int, near: str = "") -> list:
-    cmd = [sys.executable, "-m", "pipelines.convert", "--input", train, "--output", out, "--validate", "full",
+    cmd = [sys.executable, "-m", "tfrecord_pipelines.convert", "--input", train, "--output", out, "--validate", "full",
            "--progress", "off", "--overwrite", "--num_shards", str(shards), "--quality", quality]
     return cmd + (["--near_duplicates", near] if near and quality == "on" else [])
 
@@ -53,8 +53,8 @@ def hash_cost(train: str, n: int = 500, passes: int = 5) -> dict:
     batches (quality.hashes), each the best of `passes` interleaved passes
     (the pass least disturbed by other load)."""
     sys.path.insert(0, ROOT)
-    from transforms.core.images import ImagePolicy, _decode, _open, probe_image, sniff_format
-    from transforms.core.quality import HASH_BATCH, hash_input, hashes, perceptual_hash
+    from tfrecord_pipelines.transforms.core.images import ImagePolicy, _decode, _open, probe_image, sniff_format
+    from tfrecord_pipelines.transforms.core.quality import HASH_BATCH, hash_input, hashes, perceptual_hash
     files = sorted(glob.glob(os.path.join(train, "*", "*")))[:n]
     datas = [open(f, "rb").read() for f in files]
     decoded = []
@@ -90,11 +90,11 @@ def checks_cost(train: str, shards: int, passes: int = 3) -> dict:
     import collections
     import hashlib
     import pickle
-    from transforms.core.images import ImagePolicy, probe_image
-    from transforms.core.labels import LabelMap
-    from transforms.core.quality import Row
-    from transforms.core.specs import LabelType, QualitySpec
-    from transforms.stages import check_quality
+    from tfrecord_pipelines.transforms.core.images import ImagePolicy, probe_image
+    from tfrecord_pipelines.transforms.core.labels import LabelMap
+    from tfrecord_pipelines.transforms.core.quality import Row
+    from tfrecord_pipelines.transforms.core.specs import LabelType, QualitySpec
+    from tfrecord_pipelines.transforms.stages import check_quality
     policy = ImagePolicy(perceptual_hash=True)
     files = sorted(glob.glob(os.path.join(train, "*", "*")))
     classes = sorted({os.path.basename(os.path.dirname(f)) for f in files})

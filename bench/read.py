@@ -65,7 +65,7 @@ def convert(train: str, out: str, num_shards: int, compression: str = "none") ->
             m = json.load(f)
         if m.get("compression") == compression and sum(s["num_shards"] for s in m["splits"].values()) == num_shards:
             return m
-    cmd = [sys.executable, "-m", "pipelines.convert", "--input", train, "--output", out, "--overwrite",
+    cmd = [sys.executable, "-m", "tfrecord_pipelines.convert", "--input", train, "--output", out, "--overwrite",
            "--num_shards", str(num_shards), "--compression", compression, "--validate", "header", "--progress", "off"]
     subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
                    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))

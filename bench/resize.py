@@ -13,7 +13,7 @@ what it saves in shard bytes, and what it gains when training reads them.
    real one). They go to bench/data/resize-<images>-s<seed>/ and are reused
    while the parameters and the Pillow version match. A second tree of hard
    links holds the first half of them.
-2. Conversions. Each variant is `python -m pipelines.convert` on the half and
+2. Conversions. Each variant is `python -m tfrecord_pipelines.convert` on the half and
    the whole set, alternating variants, `--repeats` times, each run measured
    as a whole process tree (bench/procmon.py). Reported: images/s (wall, the
    whole set), and images/s per core as the marginal rate from the CPU
@@ -69,7 +69,7 @@ def make_photo(k: int, seed: int, lo: int, hi: int) -> bytes:
     """A large JPEG, depending only on (k, seed) for a given Pillow build."""
     from PIL import Image, ImageEnhance
 
-    from pipelines import sample_data
+    from tfrecord_pipelines import sample_data
     rng = random.Random(f"resize-{seed}-{k}")
     srcs = sample_data._sources()
     src = srcs[k % len(srcs)]
@@ -144,7 +144,7 @@ def warm(paths: list) -> None:
 def convert(src: str, out: str, extra: list, num_shards: int) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    cmd = [sys.executable, "-m", "pipelines.convert", "--input", src, "--output", out, "--progress", "off",
+    cmd = [sys.executable, "-m", "tfrecord_pipelines.convert", "--input", src, "--output", out, "--progress", "off",
            "--num_shards", str(num_shards), *extra]
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
     r = procmon.run_measured(cmd, cwd=ROOT, env=env, stderr_path=out + ".stderr")
@@ -289,7 +289,7 @@ def main(argv=None) -> None:
         print(f"draft ({k}): mean |diff| {d['mean_abs']} (worst image {d['mean_abs_worst_image']}), "
               f"PSNR {d['psnr_db']} dB (worst image {d['psnr_db_worst_image']}), p99 {d['p99_abs']}, "
               f"max {d['max_abs']} levels")
-    from transforms.core.resize import library_versions
+    from tfrecord_pipelines.transforms.core.resize import library_versions
     doc = {"created": time.strftime("%Y-%m-%dT%H:%M:%S"), "args": vars(a), "dataset": data,
            "nproc": os.cpu_count(), "image_library": library_versions(), "results": results, "draft": drafts,
            "runs": runs, "complete": not a.reuse}

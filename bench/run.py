@@ -51,9 +51,9 @@ DESCRIPTIONS = {
     "naive_beam": "Create | Map(tf.train.Example) | Reshuffle | WriteToTFRecord, in-process FnApiRunner",
     "naive_beam_mp": "the naive pipeline, multi_processing on all cores",
     "decode_all_cores": "read + Pillow full decode, process pool on all cores (no output)",
-    "validate_all_cores": "read + transforms.core.images.probe_image (full), process pool on all cores (no output)",
-    "ours_header": "python -m pipelines.convert --validate header",
-    "ours_full": "python -m pipelines.convert --validate full (the default)",
+    "validate_all_cores": "read + tfrecord_pipelines.transforms.core.images.probe_image (full), process pool on all cores (no output)",
+    "ours_header": "python -m tfrecord_pipelines.convert --validate header",
+    "ours_full": "python -m tfrecord_pipelines.convert --validate full (the default)",
 }
 
 
@@ -66,7 +66,7 @@ def log(msg: str) -> None:
 def variant_cmd(variant: str, train: str, out: str, shards: int) -> list:
     py = sys.executable
     if variant.startswith("ours_"):
-        cmd = [py, "-m", "pipelines.convert", "--input", train, "--output", out,
+        cmd = [py, "-m", "tfrecord_pipelines.convert", "--input", train, "--output", out,
                "--validate", variant[len("ours_"):], "--progress", "off", "--overwrite"]
         if shards:
             cmd += ["--num_shards", str(shards)]
@@ -451,7 +451,7 @@ def main(argv=None) -> int:
         t = time.time()
         for n in sizes:
             dataset.warm(datasets[n]["train"])
-        imports = "import tensorflow, apache_beam, PIL.Image, google_crc32c, pipelines.convert, bench.baselines"
+        imports = "import tensorflow, apache_beam, PIL.Image, google_crc32c, tfrecord_pipelines.convert, bench.baselines"
         subprocess.run([sys.executable, "-c", imports], cwd=ROOT, env=env, check=False,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         log(f"warm-up (page cache, imports): {time.time() - t:.1f} s")

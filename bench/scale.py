@@ -91,13 +91,13 @@ def main(argv=None) -> int:
         train = ensure_tree(a.data_dir, n, a.bad)
         out = tempfile.mkdtemp(prefix="bench-scale-", dir=a.data_dir)
         try:
-            cmd = [sys.executable, "-m", "pipelines.convert", "--input", train, "--output", out,
+            cmd = [sys.executable, "-m", "tfrecord_pipelines.convert", "--input", train, "--output", out,
                    "--progress", "off", "--overwrite", *a.extra.split(),
                    *(["--max_reject_fraction", "1"] if a.bad else [])]
             r = procmon.run_measured(cmd, cwd=ROOT, interval=a.interval, timeout=7200)
             if r["returncode"] != 0:
                 raise SystemExit(f"the conversion of {n:,} images failed (exit {r['returncode']})")
-            main_mb = max((p["rss_mb"] for p in r["peak_breakdown"] if "pipelines.convert" in p["cmd"]),
+            main_mb = max((p["rss_mb"] for p in r["peak_breakdown"] if "tfrecord_pipelines.convert" in p["cmd"]),
                           default=0.0)
             rows.append((n, r["wall_s"], r["cpu_s"], r["peak_rss_mb"], main_mb))
             print(f"{n:>10,} images: {r['wall_s']:7.1f} s wall, {r['cpu_s']:7.1f} CPU s, "

@@ -15,7 +15,7 @@
 #   dependencies, TensorFlow included, at start-up, which needs internet access from the workers).
 #   JOB_NAME (tfrecords-<UTC time>).
 # DRY_RUN=1 builds the job without submitting it (Beam's --dry_run True).
-# Every other argument goes to `python -m pipelines.convert` (see `tfrecords convert --help`).
+# Every other argument goes to `python -m tfrecord_pipelines.convert` (see `tfrecords convert --help`).
 # Waits for the job and exits non-zero if it fails; pass --detach to return once it is submitted.
 # The workers run this checkout's code: ./setup.py is packaged and staged (--setup_file).
 set -euo pipefail
@@ -72,7 +72,7 @@ for flag in input label_table image_root label_map; do
   case "$v" in ""|gs://*) ;; *) die "--$flag must be gs://... on Dataflow (the workers cannot read $v)" ;; esac
 done
 
-cmd=("$py" -m pipelines.convert
+cmd=("$py" -m tfrecord_pipelines.convert
      --runner DataflowRunner
      --project "$project" --region "$region"
      --temp_location "$temp" --staging_location "$staging"

@@ -6,7 +6,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 py="$here/.venv/bin/python"
 [ -x "$py" ] || { echo "no virtualenv at $here/.venv: run 'make install' first" >&2; exit 2; }
-"$py" -m pipelines.convert "$@"
+"$py" -m tfrecord_pipelines.convert "$@"
 out=""
 prev=""
 for a in "$@"; do
@@ -14,4 +14,4 @@ for a in "$@"; do
   case "$a" in --output=*) out="${a#--output=}";; esac
   prev="$a"
 done
-[ -n "$out" ] && "$py" -m pipelines.cli verify "$out" --quiet
+[ -n "$out" ] && "$py" -m tfrecord_pipelines.cli verify "$out" --quiet

@@ -22,13 +22,13 @@ import json
 import sys
 from typing import Optional
 
-from pipelines.report import count_lines
-from transforms.stages.check_report import CHECK_JSON, CHECK_REJECTS
-from transforms.storage import fsutil, report_data
+from tfrecord_pipelines.report import count_lines
+from tfrecord_pipelines.transforms.stages.check_report import CHECK_JSON, CHECK_REJECTS
+from tfrecord_pipelines.transforms.storage import fsutil, report_data
 
 
 def run(argv: Optional[list] = None) -> int:
-    from pipelines.convert import run as convert_run
+    from tfrecord_pipelines.convert import run as convert_run
     return convert_run(argv, prog="tfrecords check", check_only=True)
 
 
@@ -37,7 +37,7 @@ def run(argv: Optional[list] = None) -> int:
 
 def report_check(options, cfg, outcome: str, seconds: float) -> int:
     """What the launcher prints after a check; its exit status."""
-    from pipelines import runtime
+    from tfrecord_pipelines import runtime
     if not runtime.is_local(options):
         print(f"check job {outcome}; it writes {fsutil.join(cfg.output.output, report_data.REPORT)} and "
               f"{CHECK_JSON} when it ends (no shards, no manifest)")
@@ -77,7 +77,7 @@ def print_check_summary(output: str, seconds: float, file=None) -> int:
 
 
 def main() -> None:
-    from pipelines.cli import exit_now
+    from tfrecord_pipelines.cli import exit_now
     exit_now(run())
 
 

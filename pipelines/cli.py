@@ -35,34 +35,34 @@ def main(argv=None) -> None:
         sys.exit(0 if argv else 2)
     if argv[0] in ("--version", "-V"):
         # Only here: `convert --version NAME` names a --versioned output's folder.
-        from pipelines import __version__
+        from tfrecord_pipelines import __version__
         print(f"tfrecords {__version__}")
         sys.exit(0)
     cmd, rest = argv[0], argv[1:]
     if cmd == "convert":
-        from pipelines import runtime
+        from tfrecord_pipelines import runtime
         runtime.prestart(rest)  # the workers' zygote imports while we import Beam
-        from pipelines.convert import run
+        from tfrecord_pipelines.convert import run
         exit_now(run(rest, prog="tfrecords convert"))
     if cmd == "check":
-        from pipelines import runtime
+        from tfrecord_pipelines import runtime
         runtime.prestart(rest)
-        from pipelines.check import run as check
+        from tfrecord_pipelines.check import run as check
         exit_now(check(rest))
     if cmd == "report":
-        from pipelines.report_cmd import main as report
+        from tfrecord_pipelines.report_cmd import main as report
         sys.exit(report(rest))
     if cmd == "verify":
-        from pipelines.verify import main as verify
+        from tfrecord_pipelines.verify import main as verify
         sys.exit(verify(rest))
     if cmd == "inspect":
-        from pipelines.inspect_output import main as inspect
+        from tfrecord_pipelines.inspect_output import main as inspect
         sys.exit(inspect(rest))
     if cmd == "spec":
-        from pipelines.spec import main as spec
+        from tfrecord_pipelines.spec import main as spec
         sys.exit(spec(rest))
     if cmd == "demo":
-        from pipelines.demo import main as demo
+        from tfrecord_pipelines.demo import main as demo
         sys.exit(demo(rest))
     print(f"tfrecords: unknown command {cmd!r}\n\n{USAGE}", file=sys.stderr)
     sys.exit(2)

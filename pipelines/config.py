@@ -7,12 +7,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from transforms.core import resize
-from transforms.core.images import ImagePolicy
-from transforms.core.specs import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, InputKind, InputSpec,  # noqa: F401 (re-exported)
+from tfrecord_pipelines.transforms.core import resize
+from tfrecord_pipelines.transforms.core.images import ImagePolicy
+from tfrecord_pipelines.transforms.core.specs import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, InputKind, InputSpec,  # noqa: F401 (re-exported)
                                    LabelSource, LabelSpec, LabelType, OutputSpec, ShardSpec, SplitSource, SplitSpec)
-from transforms.core.specs import DuplicatePolicy, QualitySpec  # noqa: F401 (re-exported)
-from transforms.core.tfrecord_io import Compression  # noqa: F401 (re-exported)
+from tfrecord_pipelines.transforms.core.specs import DuplicatePolicy, QualitySpec  # noqa: F401 (re-exported)
+from tfrecord_pipelines.transforms.core.tfrecord_io import Compression  # noqa: F401 (re-exported)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Convert an image tree or label table into TFRecord shards.
 
-    python -m pipelines.convert --input ./images --output ./out [Beam flags]
+    python -m tfrecord_pipelines.convert --input ./images --output ./out [Beam flags]
 
 The command: flags checked and parsed into the config, the runner chosen, the
 run executed under its lifecycle (pipelines/lifecycle.py: the output locked,
@@ -12,7 +12,7 @@ from __future__ import annotations
 if __name__ == "__main__":  # start the workers' zygote while Beam is imported below
     import sys as _sys
 
-    from pipelines import runtime as _runtime
+    from tfrecord_pipelines import runtime as _runtime
     _runtime.prestart(_sys.argv[1:])
 
 import dataclasses
@@ -25,17 +25,17 @@ from typing import Optional
 
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions
 
-from pipelines import __version__, lifecycle, runtime
-from pipelines.config import ConvertConfig
-from pipelines.options import ConvertOptions, FlagError, check_flags, help_parser
-from pipelines.parse import UsageError, build_config
-from pipelines.report import print_summary
-from transforms.storage import fsutil, layout, run_lock
+from tfrecord_pipelines import __version__, lifecycle, runtime
+from tfrecord_pipelines.config import ConvertConfig
+from tfrecord_pipelines.options import ConvertOptions, FlagError, check_flags, help_parser
+from tfrecord_pipelines.parse import UsageError, build_config
+from tfrecord_pipelines.report import print_summary
+from tfrecord_pipelines.transforms.storage import fsutil, layout, run_lock
 
 log = logging.getLogger("tfrecords.run")
 
 
-def run(argv: Optional[list] = None, prog: str = "python -m pipelines.convert", check_only: bool = False) -> int:
+def run(argv: Optional[list] = None, prog: str = "python -m tfrecord_pipelines.convert", check_only: bool = False) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return _run(argv, prog, check_only)
@@ -80,7 +80,7 @@ def _run(argv: list, prog: str, check_only: bool = False) -> int:
         return 1
     try:
         if check_only and outcome != "dry_run":  # `tfrecords check`: pipelines/check.py
-            from pipelines.check import report_check
+            from tfrecord_pipelines.check import report_check
             return report_check(options, cfg, outcome, time.time() - started)
         _report(options, cfg, runner, outcome, time.time() - started)
     except Exception as e:  # e.g. a manifest damaged after publishing
@@ -134,7 +134,7 @@ def _report(options: PipelineOptions, cfg: ConvertConfig, runner, outcome: str, 
 
 
 def main() -> None:
-    from pipelines.cli import exit_now
+    from tfrecord_pipelines.cli import exit_now
     exit_now(run())
 
 

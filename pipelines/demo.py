@@ -2,7 +2,7 @@
 photos (with two broken files, to show what happens to them), convert it into
 train/validation shards, verify the output and print a summary.
 
-    python -m pipelines.demo [--dir demo]
+    python -m tfrecord_pipelines.demo [--dir demo]
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from pipelines import sample_data
+from tfrecord_pipelines import sample_data
 
 
 def main(argv=None) -> int:
@@ -31,14 +31,14 @@ def main(argv=None) -> int:
     print(f"[1/3] sample dataset: {info['images']:,} JPEGs + 2 broken files, {info['bytes'] / 1e6:.1f} MB in "
           f"{info['root']} ({time.time() - t:.1f} s)")
 
-    from pipelines.convert import run
+    from tfrecord_pipelines.convert import run
     print(f"[2/3] tfrecords convert --input {info['root']} --output {out} --split train=0.8,validation=0.2 "
           "--overwrite")
     rc = run(["--input", info["root"], "--output", out, "--split", "train=0.8,validation=0.2", "--overwrite"])
     if rc:
         return rc
 
-    from pipelines.verify import verify_output
+    from tfrecord_pipelines.verify import verify_output
     print(f"[3/3] tfrecords verify {out}")
     report = verify_output(out)
     for err in report.errors:

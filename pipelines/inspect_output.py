@@ -8,11 +8,11 @@ import os
 import sys
 from typing import Optional
 
-from pipelines.verify import example_decoder
-from transforms.core.specs import OutputFormat
-from transforms.core.tfrecord_io import Compression
-from transforms.storage import fsutil, layout
-from transforms.storage.array_record_io import records_of
+from tfrecord_pipelines.verify import example_decoder
+from tfrecord_pipelines.transforms.core.specs import OutputFormat
+from tfrecord_pipelines.transforms.core.tfrecord_io import Compression
+from tfrecord_pipelines.transforms.storage import fsutil, layout
+from tfrecord_pipelines.transforms.storage.array_record_io import records_of
 
 
 def first_records(output: str, m: dict, split: str, n: int) -> list[dict]:
@@ -61,7 +61,7 @@ def main(argv: Optional[list] = None) -> int:
     try:
         m = layout.read_manifest(output)
     except FileNotFoundError:
-        from pipelines.verify import _no_manifest
+        from tfrecord_pipelines.verify import _no_manifest
         print(f"error: {_no_manifest(output).replace('tfrecords verify', 'tfrecords inspect')}", file=sys.stderr)
         return 1
     except Exception as e:  # a malformed manifest (layout.ManifestError), an unreadable file

@@ -19,14 +19,14 @@ import sys
 import tempfile
 from typing import Optional
 
-from pipelines import output_guard, runtime
-from pipelines.config import ConvertConfig
-from pipelines.parse import UsageError
-from pipelines.report import ProgressLine, TracebackFilter
-from pipelines.stderr import workers_stderr_to_log
-from transforms.core import errors
-from transforms.stages.publish import TooManyRejects
-from transforms.storage import fsutil, layout, run_lock
+from tfrecord_pipelines import output_guard, runtime
+from tfrecord_pipelines.config import ConvertConfig
+from tfrecord_pipelines.parse import UsageError
+from tfrecord_pipelines.report import ProgressLine, TracebackFilter
+from tfrecord_pipelines.stderr import workers_stderr_to_log
+from tfrecord_pipelines.transforms.core import errors
+from tfrecord_pipelines.transforms.stages.publish import TooManyRejects
+from tfrecord_pipelines.transforms.storage import fsutil, layout, run_lock
 
 
 def check_output_path(output: str) -> None:
@@ -60,7 +60,7 @@ class Run:
         import apache_beam as beam
         from apache_beam.options.pipeline_options import TestOptions, TypeOptions
 
-        from pipelines.pipeline import build_pipeline
+        from tfrecord_pipelines.pipeline import build_pipeline
         cfg, local = self.cfg, runtime.is_local(options)
         # Our transforms declare no element types; construction-time type inference would only cost time.
         options.view_as(TypeOptions).pipeline_type_check = False
@@ -110,7 +110,7 @@ def spill_dir(cfg: ConvertConfig, local: bool, mode: str, scratch: str) -> str:
 
 
 def _options():
-    from pipelines.options import ConvertOptions
+    from tfrecord_pipelines.options import ConvertOptions
     return ConvertOptions
 
 

@@ -8,7 +8,7 @@ imports the worker code while the main process imports Beam and builds the
 pipeline. Each worker is then a fork of the zygote, ready at once, that leaves
 with os._exit when its work is done.
 
-The worker command Beam runs, `python -m pipelines.local_worker`, is a small
+The worker command Beam runs, `python -m tfrecord_pipelines.local_worker`, is a small
 client: it hands its environment (the runner's addresses, the pipeline options)
 to the zygote and waits for its worker's exit status. With no zygote it runs
 the worker itself, as Beam's own command would. Forking is safe here because
@@ -58,7 +58,7 @@ def _recv(sock: socket.socket):
 
 
 def worker_command() -> str:
-    return f"{sys.executable} -m pipelines.local_worker"
+    return f"{sys.executable} -m tfrecord_pipelines.local_worker"
 
 
 # The Beam versions whose FnApiRunner was tested to run forked workers with
@@ -90,7 +90,7 @@ def start_zygote() -> None:
         return
     _zygote_dir = tempfile.mkdtemp(prefix="tfrecords-workers-")
     path = os.path.join(_zygote_dir, "zygote.sock")
-    _zygote = subprocess.Popen([sys.executable, "-m", "pipelines.local_worker", "--zygote", path, str(os.getpid())],
+    _zygote = subprocess.Popen([sys.executable, "-m", "tfrecord_pipelines.local_worker", "--zygote", path, str(os.getpid())],
                                stdin=subprocess.DEVNULL)
     os.environ[ENV] = path
 
@@ -188,9 +188,9 @@ def preload() -> None:
     import pkgutil
 
     import apache_beam.runners.worker.sdk_worker_main  # noqa: F401
-    import transforms.stages
-    for m in pkgutil.iter_modules(transforms.stages.__path__):  # every stage, and the library under them
-        importlib.import_module(f"transforms.stages.{m.name}")
+    import tfrecord_pipelines.transforms.stages
+    for m in pkgutil.iter_modules(tfrecord_pipelines.transforms.stages.__path__):  # every stage, and the library under them
+        importlib.import_module(f"tfrecord_pipelines.transforms.stages.{m.name}")
 
 
 def zygote_main(path: str, parent: int) -> None:

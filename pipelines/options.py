@@ -10,7 +10,7 @@ from typing import Optional
 
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
-from transforms.core.specs import LabelType
+from tfrecord_pipelines.transforms.core.specs import LabelType
 
 LABEL_TYPES = [t.value for t in LabelType if t is not LabelType.NONE]
 

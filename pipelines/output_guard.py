@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import os
 
-from pipelines.parse import UsageError
-from transforms.storage import fsutil, layout
+from tfrecord_pipelines.parse import UsageError
+from tfrecord_pipelines.transforms.storage import fsutil, layout
 
 
 def check_output(output: str, inputs_root: str, overwrite: bool) -> None:

@@ -14,17 +14,17 @@ from typing import Optional
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines import versions
-from pipelines.config import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, ConvertConfig, DuplicatePolicy, InputKind, InputSpec,
+from tfrecord_pipelines import versions
+from tfrecord_pipelines.config import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, ConvertConfig, DuplicatePolicy, InputKind, InputSpec,
                               LabelSource, LabelSpec, LabelType, OutputSpec, QualitySpec, ShardSpec, SplitSource,
                               SplitSpec)
-from transforms.core import labels, tables
-from transforms.core.features import DEFAULT_KEYS
-from transforms.core.images import STORABLE_FORMATS, ImagePolicy, Validation
-from transforms.core.resize import FILTERS, PngPolicy, ResizeMode, ResizePolicy
-from transforms.core.specs import OutputFormat, ReadPolicy
-from transforms.core.tfrecord_io import Compression
-from transforms.storage import fsutil
+from tfrecord_pipelines.transforms.core import labels, tables
+from tfrecord_pipelines.transforms.core.features import DEFAULT_KEYS
+from tfrecord_pipelines.transforms.core.images import STORABLE_FORMATS, ImagePolicy, Validation
+from tfrecord_pipelines.transforms.core.resize import FILTERS, PngPolicy, ResizeMode, ResizePolicy
+from tfrecord_pipelines.transforms.core.specs import OutputFormat, ReadPolicy
+from tfrecord_pipelines.transforms.core.tfrecord_io import Compression
+from tfrecord_pipelines.transforms.storage import fsutil
 
 
 class UsageError(ValueError):

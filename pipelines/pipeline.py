@@ -11,23 +11,23 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from pipelines import __version__
-from pipelines.config import ConvertConfig
-from transforms.core import fingerprint
-from transforms.core.fingerprint import FINGERPRINT
-from transforms.core.images import Validation
-from transforms.core.specs import QUALITY, RECORDS, REJECTS, STATS, PublishSpec
-from transforms.stages.assign_labels import AssignLabels
-from transforms.stages.check_quality import CheckQuality
-from transforms.stages.check_report import CheckReport, quality_rows
-from transforms.stages.drop_duplicates import DropDuplicates
-from transforms.stages.list_inputs import ListInputs
-from transforms.stages.plan_shards import PlanShards
-from transforms.stages.publish import Publish
-from transforms.stages.split import Split
-from transforms.stages.validate_images import ValidateImages
-from transforms.stages.write_shards import WriteShards
-from transforms.storage import layout, spill
+from tfrecord_pipelines import __version__
+from tfrecord_pipelines.config import ConvertConfig
+from tfrecord_pipelines.transforms.core import fingerprint
+from tfrecord_pipelines.transforms.core.fingerprint import FINGERPRINT
+from tfrecord_pipelines.transforms.core.images import Validation
+from tfrecord_pipelines.transforms.core.specs import QUALITY, RECORDS, REJECTS, STATS, PublishSpec
+from tfrecord_pipelines.transforms.stages.assign_labels import AssignLabels
+from tfrecord_pipelines.transforms.stages.check_quality import CheckQuality
+from tfrecord_pipelines.transforms.stages.check_report import CheckReport, quality_rows
+from tfrecord_pipelines.transforms.stages.drop_duplicates import DropDuplicates
+from tfrecord_pipelines.transforms.stages.list_inputs import ListInputs
+from tfrecord_pipelines.transforms.stages.plan_shards import PlanShards
+from tfrecord_pipelines.transforms.stages.publish import Publish
+from tfrecord_pipelines.transforms.stages.split import Split
+from tfrecord_pipelines.transforms.stages.validate_images import ValidateImages
+from tfrecord_pipelines.transforms.stages.write_shards import WriteShards
+from tfrecord_pipelines.transforms.storage import layout, spill
 
 
 def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "", spill_dir: str = "") -> None:

@@ -5,10 +5,10 @@ import sys
 import threading
 import time
 
-from transforms.core.specs import LabelType
-from transforms.storage import fsutil, layout
-from transforms.core.units import human_bytes, plural  # noqa: F401 (re-exported)
-from transforms.storage.progress import read_totals, reporting_pids
+from tfrecord_pipelines.transforms.core.specs import LabelType
+from tfrecord_pipelines.transforms.storage import fsutil, layout
+from tfrecord_pipelines.transforms.core.units import human_bytes, plural  # noqa: F401 (re-exported)
+from tfrecord_pipelines.transforms.storage.progress import read_totals, reporting_pids
 
 
 class TracebackFilter:

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Optional
 
-from transforms.storage import fsutil, layout, report_data
+from tfrecord_pipelines.transforms.storage import fsutil, layout, report_data
 
 
 def main(argv: Optional[list] = None) -> int:

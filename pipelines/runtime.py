@@ -22,8 +22,8 @@ from __future__ import annotations
 import logging
 import os
 
-from pipelines import local_worker
-from pipelines.stderr import workers_stderr_to_log
+from tfrecord_pipelines import local_worker
+from tfrecord_pipelines.stderr import workers_stderr_to_log
 
 LOCAL_NAMES = {"", "directrunner", "direct", "fnapirunner", "switchingdirectrunner"}
 

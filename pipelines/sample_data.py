@@ -1,7 +1,7 @@
 """A realistic ImageNet-like image tree, generated from the photos shipped in
 pipelines/sample_photos (public domain / CC0, see LICENSES.md there).
 
-    python -m pipelines.sample_data --out DIR --classes 100 --per_class 100
+    python -m tfrecord_pipelines.sample_data --out DIR --classes 100 --per_class 100
 
 writes DIR/train/<class>/<class>_<k>.JPEG (class names like WordNet ids) and
 DIR/labels.csv ("filename,label", paths relative to DIR/train). Each image is

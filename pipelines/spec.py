@@ -20,9 +20,9 @@ import os
 import sys
 from typing import Optional
 
-from transforms.core.example_codec import BYTES, FLOAT, INT64
-from transforms.core.specs import LabelType
-from transforms.storage import fsutil, layout
+from tfrecord_pipelines.transforms.core.example_codec import BYTES, FLOAT, INT64
+from tfrecord_pipelines.transforms.core.specs import LabelType
+from tfrecord_pipelines.transforms.storage import fsutil, layout
 
 _TF_TYPES = {BYTES: "tf.string", INT64: "tf.int64", FLOAT: "tf.float32"}
 _TORCH_TYPES = {BYTES: "byte", INT64: "int", FLOAT: "float"}
@@ -299,7 +299,7 @@ def main(argv: Optional[list] = None) -> int:
     try:
         m = layout.read_manifest(output)
     except FileNotFoundError:
-        from pipelines.verify import _no_manifest
+        from tfrecord_pipelines.verify import _no_manifest
         print(f"error: {_no_manifest(output)}", file=sys.stderr)
         return 1
     except Exception as e:  # unreadable or malformed manifest

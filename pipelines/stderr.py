@@ -1,4 +1,4 @@
-"""Where the local workers' stderr goes. Kept apart from pipelines/report.py,
+"""Where the local workers' stderr goes. Kept apart from tfrecord_pipelines/report.py,
 which imports Beam: this runs before the workers' zygote starts, and an
 import of Beam here would delay the zygote by a second (the zygote imports
 while the main process imports Beam)."""

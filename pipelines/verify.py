@@ -22,12 +22,12 @@ from typing import Optional
 
 import google_crc32c
 
-from pipelines.report import human_bytes, plural
-from transforms.core.features import tfmd_schema
-from transforms.core.specs import LabelType, OutputFormat
-from transforms.core.tfrecord_io import Compression, RecordError, crc32c_text
-from transforms.storage import fsutil, layout
-from transforms.storage.array_record_io import records_of
+from tfrecord_pipelines.report import human_bytes, plural
+from tfrecord_pipelines.transforms.core.features import tfmd_schema
+from tfrecord_pipelines.transforms.core.specs import LabelType, OutputFormat
+from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, RecordError, crc32c_text
+from tfrecord_pipelines.transforms.storage import fsutil, layout
+from tfrecord_pipelines.transforms.storage.array_record_io import records_of
 
 _BATCH = 256
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 from typing import Optional
 
-from transforms.storage import layout
+from tfrecord_pipelines.transforms.storage import layout
 
 LATEST = layout.LATEST
 VERSION_NAME = layout.VERSION_NAME

@@ -93,7 +93,7 @@ def assert_shard_matches(out: str, entry: dict) -> None:
 
 def convert(*args, in_memory: bool = True) -> int:
     """Runs a conversion in this process on the local runner."""
-    from pipelines.convert import run
+    from tfrecord_pipelines.convert import run
     extra = ["--progress", "off"]
     if in_memory and not any(str(a).startswith("--direct_running_mode") for a in args):
         extra += ["--direct_running_mode", "in_memory"]
@@ -218,3 +218,32 @@ def converted(base, per_class: int, num_shards: int) -> str:
     out = str(base / "out")
     assert convert("--input", root, "--output", out, "--num_shards", str(num_shards)) == 0
     return out
+
+
+@pytest.fixture(scope="session")
+def installed_package(tmp_path_factory) -> str:
+    """The package as pip installs it (a wheel built from the checkout,
+    unpacked into a folder of its own): put the folder first on PYTHONPATH and
+    `tfrecord_pipelines` comes from there, not from the checkout's editable
+    install. Its dependencies stay those of this environment."""
+    work = tmp_path_factory.mktemp("installed")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                    "-w", str(work / "dist"), ROOT], check=True, capture_output=True, text=True)
+    wheel = glob.glob(str(work / "dist" / "*.whl"))
+    assert len(wheel) == 1, wheel
+    target = str(work / "site")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", target, wheel[0]],
+                   check=True, capture_output=True, text=True)
+    return target
+
+
+def users_project(folder) -> str:
+    """A user's own project folder, with the generic module names many Beam
+    projects use (a `transforms.py`, a `pipelines/` package): code run from here
+    has them first on sys.path, as Beam's worker processes do."""
+    os.makedirs(os.path.join(folder, "pipelines"), exist_ok=True)
+    with open(os.path.join(folder, "transforms.py"), "w") as f:
+        f.write("raise ImportError('the user\\'s own transforms.py was imported')\n")
+    with open(os.path.join(folder, "pipelines", "__init__.py"), "w") as f:
+        f.write("raise ImportError('the user\\'s own pipelines package was imported')\n")
+    return str(folder)

@@ -26,7 +26,7 @@ def point_clients_at(url: str) -> None:
     """Every client (ours, Beam's, the workers' started after this) talks to `url`."""
     os.environ["STORAGE_EMULATOR_HOST"] = url
     os.environ["GOOGLE_CLOUD_PROJECT"] = "test-project"
-    from transforms.storage import fsutil
+    from tfrecord_pipelines.transforms.storage import fsutil
     fsutil._anonymous_gcs_for_emulator()  # this process imported fsutil before the variable was set
     fsutil.reset_clients()
 
@@ -48,7 +48,7 @@ def gcs():
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        from transforms.storage import fsutil
+        from tfrecord_pipelines.transforms.storage import fsutil
         fsutil.reset_clients()
 
 
@@ -68,7 +68,7 @@ def gcs_proxied(gcs):
 
 
 def bucket():
-    from transforms.storage import fsutil
+    from tfrecord_pipelines.transforms.storage import fsutil
     return fsutil.gcs_client().bucket(BUCKET)
 
 

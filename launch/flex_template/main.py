@@ -7,7 +7,7 @@ It builds the conversion and hands the job to the launcher, which submits it.
 The launcher must get control back once the job is built, so this always runs
 with --detach: the job's last step publishes the output and releases its lock.
 
-What this adds to `python -m pipelines.convert`:
+What this adds to `python -m tfrecord_pipelines.convert`:
 * parameters of on/off options arrive as --overwrite=true / --overwrite=false
   (what the console and the launch API send); argparse would refuse those, so
   they become --overwrite / nothing;
@@ -41,7 +41,7 @@ class TemplateArgError(ValueError):
 
 def _option_kinds() -> tuple[set, set, set]:
     """(every conversion option, on/off options, options whose empty value means the default)."""
-    from pipelines.options import help_parser
+    from tfrecord_pipelines.options import help_parser
     names, switches, typed = set(), set(), set()
     for a in help_parser("flex-template")._actions:
         if not a.option_strings or not a.dest or a.dest == "help":
@@ -59,7 +59,7 @@ def _given(argv: list, *names: str) -> bool:
 
 
 def template_argv(argv: list, env=None) -> list:
-    """The launcher's arguments, made into what pipelines.convert.run takes."""
+    """The launcher's arguments, made into what tfrecord_pipelines.convert.run takes."""
     env = os.environ if env is None else env
     _, switches, typed = _option_kinds()
     out: list = []
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     ours = _option_kinds()[0]
     shown = [a for a in args if a.startswith("--") and a[2:].partition("=")[0] in ours]
     print("tfrecords flex template: converting with " + " ".join(shown), flush=True)
-    from pipelines.convert import run
+    from tfrecord_pipelines.convert import run
     return run(args, prog="flex template")
 
 

@@ -16,7 +16,7 @@ CHECK_FILES = {"report.html", "check.json", "check-rejects.jsonl"}
 
 
 def check(*args) -> int:
-    from pipelines.check import run
+    from tfrecord_pipelines.check import run
     return run([str(a) for a in args] + ["--progress", "off", "--direct_running_mode", "in_memory"])
 
 
@@ -93,7 +93,7 @@ def test_check_fails_when_a_conversion_would_be_refused_for_its_rejects(tmp_path
 
 
 def test_check_takes_the_lock_like_a_conversion(tmp_path, capsys):
-    from transforms.storage import run_lock
+    from tfrecord_pipelines.transforms.storage import run_lock
     root = str(tmp_path / "images")
     make_tree(root, per_class=2)
     out = str(tmp_path / "out")
@@ -117,12 +117,13 @@ def test_check_refuses_a_folder_holding_a_dataset_as_convert_does(tmp_path, caps
     assert sorted(os.listdir(out)) == before
 
 
-def test_check_builds_as_a_dataflow_job_without_shard_stages(gcs, tmp_path, capture_jobs, capsys):  # noqa: F811
+def test_check_builds_as_a_dataflow_job_without_shard_stages(gcs, tmp_path, capture_jobs, capsys,  # noqa: F811
+                                                            installed_package):
     """`tfrecords check --runner DataflowRunner`: Beam's dry run builds the job
     (not submitted): validation and the check's report stage, no shard
     planning, writing or publishing; every DoFn and CombineFn unpickles in a
     fresh interpreter, as on a worker; the output's lock is released."""
-    from pipelines.check import run
+    from tfrecord_pipelines.check import run
     local = str(tmp_path / "imgs")
     make_tree(local, per_class=3)
     upload_tree(local, "chk1/in")
@@ -139,5 +140,5 @@ def test_check_builds_as_a_dataflow_job_without_shard_stages(gcs, tmp_path, capt
     assert [s for s in top if s in ("ListInputs", "AssignLabels", "Split", "ValidateImages", "CheckReport")] == \
         ["ListInputs", "AssignLabels", "Split", "ValidateImages", "CheckReport"], top
     assert not {"PlanShards", "WriteShards", "Publish"} & set(top), top
-    check_functions_unpickle(pp, tmp_path)
+    check_functions_unpickle(pp, tmp_path, installed_package)
     assert list_names("chk1/out") == []

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import ROOT, check_against_source, convert, make_tree, manifest, write
-from pipelines.options import help_parser
+from tfrecord_pipelines.options import help_parser
 
 BIN = os.path.dirname(sys.executable)
 
@@ -64,7 +64,7 @@ def test_the_default_local_run_starts_one_worker_per_core(tmp_path):
 def test_module_entry_with_direct_runner_flags(tmp_path):
     root, out = str(tmp_path / "imgs"), str(tmp_path / "out")
     labels = make_tree(root, per_class=2)
-    p = subprocess.run([sys.executable, "-m", "pipelines.convert", "--input", root, "--output", out,
+    p = subprocess.run([sys.executable, "-m", "tfrecord_pipelines.convert", "--input", root, "--output", out,
                         "--runner", "DirectRunner", "--direct_num_workers", "2", "--progress", "off"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
@@ -119,7 +119,7 @@ def test_tfrecords_help():
 def test_progress_line_and_counters(tmp_path, capsys):
     root, out = str(tmp_path / "imgs"), str(tmp_path / "out")
     make_tree(root, per_class=4)
-    from pipelines.convert import run
+    from tfrecord_pipelines.convert import run
     assert run(["--input", root, "--output", out, "--progress", "on", "--direct_running_mode", "in_memory"]) == 0
     err = capsys.readouterr().err
     final = err.strip().splitlines()[-1]

@@ -25,7 +25,7 @@ import tempfile
 
 import pytest
 
-from conftest import ROOT, make_tree
+from conftest import ROOT, make_tree, users_project
 from gcs_emulator import BUCKET, bucket, gcs, list_names, upload_tree  # noqa: F401 (fixture)
 
 LAUNCH = os.path.join(ROOT, "launch")
@@ -77,12 +77,12 @@ def capture_jobs(monkeypatch, tmp_path):
     return jobs
 
 
-def test_dry_run_builds_the_dataflow_job(gcs, tmp_path, capture_jobs, capsys):
+def test_dry_run_builds_the_dataflow_job(gcs, tmp_path, capture_jobs, capsys, installed_package):
     local = str(tmp_path / "imgs")
     make_tree(local, per_class=3)
     upload_tree(local, "df1/in")
     out = f"gs://{BUCKET}/df1/out"
-    from pipelines.convert import run
+    from tfrecord_pipelines.convert import run
     rc = run(["--input", f"gs://{BUCKET}/df1/in", "--output", out, "--num_shards", "2",
               "--split", "train=0.7,validation=0.3",
               "--runner", "DataflowRunner", "--dry_run", "True", "--project", PROJECT, "--region", REGION,
@@ -123,7 +123,7 @@ def test_dry_run_builds_the_dataflow_job(gcs, tmp_path, capture_jobs, capsys):
     assert {"pipelines/convert.py", "transforms/stages/write_shards.py", "setup.py"} <= names
 
     # Every DoFn and CombineFn unpickles in a fresh interpreter (as on a worker).
-    check_functions_unpickle(pp, tmp_path)
+    check_functions_unpickle(pp, tmp_path, installed_package)
 
     # The worker settings, in the environment the Dataflow client would submit with the job.
     from apache_beam.runners.dataflow.internal import apiclient
@@ -146,7 +146,10 @@ def test_dry_run_builds_the_dataflow_job(gcs, tmp_path, capture_jobs, capsys):
     assert list_names("df1/out") == []
 
 
-def check_functions_unpickle(pp, tmp_path) -> None:
+def check_functions_unpickle(pp, tmp_path, installed: str) -> None:
+    """Every pickled function loads in a worker-like process: the installed
+    package only (not the checkout), started in a user's project folder that
+    has modules of its own named `transforms` and `pipelines`."""
     from apache_beam.portability import common_urns, python_urns
     from apache_beam.portability.api import beam_runner_api_pb2
     payloads = []
@@ -173,12 +176,14 @@ def check_functions_unpickle(pp, tmp_path) -> None:
         "    fn = obj[0] if isinstance(obj, tuple) else obj\n"
         "    mods.add(type(fn).__module__)\n"
         "print(' '.join(sorted(mods)))\n")
-    env = dict(os.environ, PYTHONPATH=ROOT)  # the package, as installed on a worker
-    proc = subprocess.run([sys.executable, "-c", script, str(folder)], cwd=str(tmp_path), env=env,
+    env = dict(os.environ, PYTHONPATH=installed)  # the package, as installed on a worker
+    script += "import tfrecord_pipelines; assert tfrecord_pipelines.__file__.startswith(sys.argv[2])\n"
+    project = users_project(tmp_path / "project")
+    proc = subprocess.run([sys.executable, "-c", script, str(folder), installed], cwd=project, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     modules = proc.stdout.split()
-    assert any(m.startswith("transforms.") for m in modules), modules
+    assert any(m.startswith("tfrecord_pipelines.transforms.") for m in modules), modules
 
 
 def run_script(args, env_extra=None, timeout=120, path_prefix=""):
@@ -312,7 +317,7 @@ def test_template_metadata_matches_the_options():
     assert text == gen.render(), "launch/flex_template/metadata.json is stale: run python launch/flex_template/metadata.py"
     meta = json.loads(text)
     actions = {a.dest: a for _, a in gen.options()}
-    from pipelines.options import help_parser
+    from tfrecord_pipelines.options import help_parser
     assert set(actions) == {a.dest for a in help_parser("x")._actions if a.option_strings and a.dest != "help"}
     params = {p["name"]: p for p in meta["parameters"]}
     assert len(params) == len(meta["parameters"])
@@ -326,7 +331,7 @@ def test_template_metadata_matches_the_options():
     json_format.ParseDict(meta, dataflow.TemplateMetadata.pb()())
 
     from apache_beam.options.pipeline_options import PipelineOptions
-    from pipelines.options import ConvertOptions
+    from tfrecord_pipelines.options import ConvertOptions
     main = load_module("flex_main_meta", os.path.join(FLEX, "main.py"))
     for name, p in params.items():
         a = actions[name]

@@ -16,7 +16,7 @@ import apache_beam as beam
 from apache_beam.internal import pickler
 
 from conftest import ROOT, convert, image_bytes, manifest, shard_files, write
-from pipelines.verify import verify_output
+from tfrecord_pipelines.verify import verify_output
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +166,7 @@ def _ours(fn) -> bool:
             modules.append(getattr(cell.cell_contents, "__module__", None) or "")
         except ValueError:  # an empty cell
             pass
-    return any(m.split(".")[0] in ("transforms", "pipelines") for m in modules)
+    return any(m.split(".")[0] == "tfrecord_pipelines" for m in modules)
 
 
 def test_attempts_failing_midway_then_retried_on_a_fresh_dofn(dataset, tmp_path, monkeypatch):
@@ -240,7 +240,7 @@ def _start(args, seconds: float = 0.0, gate: str = "", slow_reads_under: str = "
                  "        while True:\n"
                  "            time.sleep(1)\n"
                  "sys.addaudithook(hold)\n")
-    code += "from pipelines.convert import run\nsys.exit(run(sys.argv[1:]))\n"
+    code += "from tfrecord_pipelines.convert import run\nsys.exit(run(sys.argv[1:]))\n"
     return subprocess.Popen([sys.executable, "-c", code, *args, "--progress", "off",
                              "--direct_running_mode", "in_memory"], cwd=ROOT, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -364,7 +364,7 @@ def test_locks_of_runs_gone_elsewhere(tmp_path, capsys):
 
 
 def test_latest_never_moves_back_to_an_older_run(tmp_path):
-    from transforms.storage import layout
+    from tfrecord_pipelines.transforms.storage import layout
     root = str(tmp_path / "ds")
     for version, run_id in (("v1", "20261121-010000-aaaa"), ("v2", "20261121-030000-bbbb")):
         write(os.path.join(root, version, "manifest.json"), json.dumps({"run_id": run_id}).encode())

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from conftest import convert, image_bytes, manifest, read_examples, write
-from transforms.core.features import DEFAULT_KEYS, FEATURES
+from tfrecord_pipelines.transforms.core.features import DEFAULT_KEYS, FEATURES
 
 
 def test_source_format_is_the_format_before_reencoding(tmp_path):

@@ -38,7 +38,7 @@ def test_gs_to_gs_multi_process(gcs, tmp_path):
     m = check_output("out1", str(tmp_path / "dl"), labels, local)
     assert m["rejects_by_reason"] == {"not_an_image": 1}
 
-    from pipelines.verify import verify_output
+    from tfrecord_pipelines.verify import verify_output
     report = verify_output(out)
     assert report.ok, report.errors
     assert report.records == len(labels)
@@ -82,8 +82,8 @@ def test_verify_and_inspect_on_gs(gcs, tmp_path, capsys):
     make_tree(local, per_class=2)
     out = f"gs://{BUCKET}/out4"
     assert convert("--input", local, "--output", out) == 0
-    from pipelines.inspect_output import main as inspect_main
-    from pipelines.verify import main as verify_main
+    from tfrecord_pipelines.inspect_output import main as inspect_main
+    from tfrecord_pipelines.verify import main as verify_main
     assert verify_main([out, "--quiet"]) == 0
     assert inspect_main([out, "-n", "1"]) == 0
     assert "image/class/text" in capsys.readouterr().out
@@ -107,7 +107,7 @@ def test_rerun_is_refused_then_overwritten_and_the_manifest_is_create_only(gcs, 
     assert convert("--input", local, "--output", out, "--num_shards", "2", "--overwrite") == 0
     assert [n for n in list_names("out5") if n.endswith(".tfrecord")] == [
         "train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"]
-    from transforms.storage import fsutil
+    from tfrecord_pipelines.transforms.storage import fsutil
     with pytest.raises(fsutil.AlreadyExists):
         fsutil.create_only(f"{out}/manifest.json", b"{}")
 

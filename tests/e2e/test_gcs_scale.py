@@ -57,7 +57,7 @@ def test_gs_input_reads_each_image_in_one_request_and_matches_local_disk(gcs_pro
 
 
 def test_an_object_rewritten_after_validation_is_a_changed_reject(gcs_proxied, tmp_path, monkeypatch):
-    from transforms.stages import write_shards
+    from tfrecord_pipelines.transforms.stages import write_shards
     root = str(tmp_path / "imgs")
     labels = make_tree(root, per_class=4)
     upload_tree(root, "scale2")
@@ -129,8 +129,8 @@ def test_a_bucket_that_stops_answering_fails_the_run_with_a_message(gcs_proxied,
 def test_the_progress_line_says_what_a_stalled_run_waits_on(tmp_path):
     """Nothing moving for a while: the line names the input it reads and the
     deadline, instead of minutes of silence."""
-    from pipelines.report import ProgressLine
-    from transforms.storage.progress import Progress
+    from tfrecord_pipelines.report import ProgressLine
+    from tfrecord_pipelines.transforms.storage.progress import Progress
     folder = str(tmp_path / "progress")
     os.makedirs(folder)
     line = ProgressLine(folder, "off", f"gs://{BUCKET}/images", 120.0)

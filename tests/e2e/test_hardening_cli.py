@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import convert, image_bytes, make_tree, manifest, read_examples, write
-from pipelines.options import help_parser
+from tfrecord_pipelines.options import help_parser
 
 BIN = os.path.dirname(sys.executable)
 TFRECORDS = os.path.join(BIN, "tfrecords")
@@ -94,7 +94,7 @@ def test_help_shows_each_default_once():
 
 
 def test_version_flag():
-    from pipelines import __version__
+    from tfrecord_pipelines import __version__
     p = subprocess.run([TFRECORDS, "--version"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout.strip() == f"tfrecords {__version__}"
 
@@ -179,7 +179,7 @@ def test_number_flags_use_the_strict_grammar(tmp_path, capsys, args, message):
 
 
 def test_version_alone_prints_the_tool_version_in_convert(capsys):
-    from pipelines import __version__
-    from pipelines.convert import run
+    from tfrecord_pipelines import __version__
+    from tfrecord_pipelines.convert import run
     assert run(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"tfrecords {__version__}"

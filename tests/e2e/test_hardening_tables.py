@@ -8,7 +8,7 @@ import os
 import pytest
 
 from conftest import convert, image_bytes, manifest, read_examples, scalar, write
-from transforms.core import tables
+from tfrecord_pipelines.transforms.core import tables
 
 
 def _rejects(out):

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from conftest import convert, converted, make_tree
-from pipelines.verify import main as verify_main
+from tfrecord_pipelines.verify import main as verify_main
 
 SHARD = "train-00000-of-00001.tfrecord"
 
@@ -47,7 +47,7 @@ def rewrite_shard(out, records, added=0):
     entry.update(records=len(records), bytes=len(data))
     if "crc32c" in entry:
         import google_crc32c
-        from transforms.core.tfrecord_io import crc32c_text
+        from tfrecord_pipelines.transforms.core.tfrecord_io import crc32c_text
         entry["crc32c"] = crc32c_text(google_crc32c.value(data))
     else:  # a manifest written before 0.3
         entry["sha256"] = hashlib.sha256(data).hexdigest()

@@ -17,8 +17,8 @@ import sys
 import pytest
 
 from conftest import ROOT, convert, make_tree, manifest, read_examples, shard_files
-from pipelines.verify import verify_output
-from transforms.storage import fsutil, layout
+from tfrecord_pipelines.verify import verify_output
+from tfrecord_pipelines.transforms.storage import fsutil, layout
 
 
 class SmallDisk:
@@ -176,7 +176,7 @@ def test_unreadable_manifest_is_an_incomplete_dataset(tree, tmp_path, capsys):
 
 
 def _convert_in_subprocess(*args) -> subprocess.CompletedProcess:
-    code = "import sys\nfrom pipelines.convert import run\nsys.exit(run(sys.argv[1:]))\n"
+    code = "import sys\nfrom tfrecord_pipelines.convert import run\nsys.exit(run(sys.argv[1:]))\n"
     return subprocess.run([sys.executable, "-c", code, *args, "--progress", "off", "--direct_running_mode",
                            "in_memory"], cwd=ROOT, capture_output=True, text=True, timeout=300)
 
@@ -192,7 +192,7 @@ def test_lock_taken_over_publishes_nothing(tree, tmp_path, monkeypatch, capsys, 
     """Run A's lock is taken over by run B (--break_lock, or A's lock expired)
     while A is still converting; B publishes a complete dataset. When A gets to
     publishing it must publish nothing: B's output stays exactly as B left it."""
-    from transforms.stages import publish as publish_mod
+    from tfrecord_pipelines.transforms.stages import publish as publish_mod
     images, labels = tree
     out = str(tmp_path / "out")
     real = publish_mod.publish
@@ -222,7 +222,7 @@ def test_lock_deleted_by_hand_publishes_nothing(tree, tmp_path, monkeypatch, cap
     """Deleting the lock (`gcloud storage rm .../.tfrecords.lock`, as README
     offers) hands the output to whoever comes next: the old run must not
     publish into it any more."""
-    from transforms.stages import publish as publish_mod
+    from tfrecord_pipelines.transforms.stages import publish as publish_mod
     images, _ = tree
     out = str(tmp_path / "out")
     real = publish_mod.publish

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import convert, make_tree, read_examples, scalar
 from gcs_emulator import BUCKET, bucket, download_prefix, gcs, gcs_proxied, list_names  # noqa: F401 (fixtures)
-from transforms.storage import fsutil
+from tfrecord_pipelines.transforms.storage import fsutil
 
 CREATE_ONLY = "ifGenerationMatch=0"  # in the query of create-only uploads, and of nothing else we send
 
@@ -36,7 +36,7 @@ def test_create_only_retry_after_a_lost_response(gcs_proxied, tmp_path):
     download_prefix("lost1", local)
     got = {scalar(r, "image/filename"): scalar(r, "image/class/text") for r in read_examples(local, "train")}
     assert got == labels
-    from pipelines.verify import verify_output
+    from tfrecord_pipelines.verify import verify_output
     assert verify_output(f"gs://{BUCKET}/lost1").ok
 
 

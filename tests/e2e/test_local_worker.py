@@ -11,7 +11,7 @@ from conftest import ROOT, convert, image_bytes, shard_files, write
 
 
 def test_nothing_started_before_the_fork():
-    code = ("import threading; from pipelines import local_worker as w; w.preload(); "
+    code = ("import threading; from tfrecord_pipelines import local_worker as w; w.preload(); "
             "print(threading.active_count())")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "1", out.stderr  # only the main thread: forking is safe
@@ -20,7 +20,7 @@ def test_nothing_started_before_the_fork():
 def test_local_runner_uses_forked_workers(monkeypatch):
     monkeypatch.setenv("TFRECORDS_FORK_WORKERS", "1")  # also in make test's second pass, which turns it off
     from apache_beam.options.pipeline_options import PipelineOptions
-    from pipelines import local_worker, runtime
+    from tfrecord_pipelines import local_worker, runtime
     try:
         r = runtime.choose_runner(PipelineOptions(["--direct_num_workers", "2"]), ["--direct_num_workers", "2"])
         assert local_worker.worker_command() in r._default_environment.command_string
@@ -46,7 +46,7 @@ def test_same_shards_as_beams_own_workers(tmp_path, monkeypatch):
 
 
 def test_the_zygote_goes_when_the_command_dies():
-    code = ("import os, time; from pipelines import local_worker as w; w.start_zygote(); "
+    code = ("import os, time; from tfrecord_pipelines import local_worker as w; w.start_zygote(); "
             "print(w._zygote.pid, os.environ[w.ENV], flush=True); time.sleep(600)")
     parent = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True,
                               env=dict(os.environ, TFRECORDS_FORK_WORKERS="1"))

@@ -17,7 +17,7 @@ import time
 
 from conftest import ROOT, check_against_source
 
-PACKAGES = ("pipelines", "transforms")
+PACKAGES = ("pipelines", "transforms")  # the repository's folders, installed as tfrecord_pipelines
 
 
 def package_files() -> set:
@@ -30,6 +30,9 @@ def package_files() -> set:
                 if not name.endswith((".pyc", ".pyo")):
                     out.add(os.path.relpath(os.path.join(dirpath, name), ROOT).replace(os.sep, "/"))
     return out
+
+
+VERSION = re.search(r'__version__ = "([^"]+)"', open(os.path.join(ROOT, "pipelines", "__init__.py")).read()).group(1)
 
 
 def clean_env(**extra) -> dict:
@@ -85,15 +88,22 @@ def test_the_staged_sdist_installs_and_converts_in_a_clean_virtualenv(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     assert os.path.commonpath([str(work), ROOT]) != ROOT
-    where = run([py, "-c", "import apache_beam, pipelines, transforms; "
-                 "print(pipelines.__file__); print(transforms.__file__); print(apache_beam.__version__)"], work)
-    pipelines_file, transforms_file, beam_version = where.stdout.split()
-    for f in (pipelines_file, transforms_file):
+    where = run([py, "-c", "import importlib.util, apache_beam, tfrecord_pipelines, tfrecord_pipelines.transforms as t; "
+                 "print(tfrecord_pipelines.__file__); print(t.__file__); print(apache_beam.__version__); "
+                 "print([n for n in ('pipelines', 'transforms') if importlib.util.find_spec(n)])"], work)
+    package_file, transforms_file, beam_version, generic = where.stdout.split()
+    for f in (package_file, transforms_file):
         assert f.startswith(str(venv)) and "site-packages" in f, f
     assert beam_version == beam_pin()
+    assert generic == "[]", "the install put a generic top-level module on sys.path: " + generic
+    # What the distribution installs: one top-level package (and the console script).
+    shown = run([py, "-m", "pip", "show", "-f", "tfrecord-pipelines"], work).stdout
+    files = [line.strip() for line in shown.split("Files:", 1)[1].splitlines() if line.strip()]
+    tops = {f.split("/")[0] for f in files if not f.startswith("../")}
+    assert tops == {"tfrecord_pipelines", "tfrecord_pipelines-%s.dist-info" % VERSION}, tops
 
     # The shipped photos are data files of the package: the sample generator reads them.
-    run([py, "-m", "pipelines.sample_data", "--out", "data", "--classes", "2", "--per_class", "3"], work)
+    run([py, "-m", "tfrecord_pipelines.sample_data", "--out", "data", "--classes", "2", "--per_class", "3"], work)
     images = sorted(os.path.relpath(os.path.join(d, f), work / "data" / "train")
                     for d, _, fs in os.walk(work / "data" / "train") for f in fs)
     assert len(images) == 6, images

@@ -300,7 +300,7 @@ def test_overwrite_removes_stale_shards_of_another_compression_and_split(tmp_pat
     assert sorted(n for n in os.listdir(out) if "-of-" in n) == ["train-00000-of-00002.tfrecord",
                                                                  "train-00001-of-00002.tfrecord"]
     check_against_source(out, labels, root)
-    from pipelines.verify import verify_output
+    from tfrecord_pipelines.verify import verify_output
     assert verify_output(out).ok
 
 
@@ -334,7 +334,7 @@ def _rewrite_shard(out: str, split: str, change) -> str:
 
 
 def test_verify_checks_feature_types_and_fast_skips_image_hashes(tmp_path, capsys):
-    from pipelines.verify import main as verify_main
+    from tfrecord_pipelines.verify import main as verify_main
     root = str(tmp_path / "images")
     make_tree(root, per_class=2)
     base = str(tmp_path / "clean")
@@ -498,11 +498,11 @@ def test_text_label_map_and_label_map_json_passed_back(tmp_path):
 # --- make demo ----------------------------------------------------------------------------------------
 
 def test_demo(tmp_path):
-    """What `make demo` runs (python -m pipelines.demo), into a temporary folder: 320
+    """What `make demo` runs (python -m tfrecord_pipelines.demo), into a temporary folder: 320
     JPEGs and two broken files, converted 80/20, verified, with README's summary."""
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
     env.pop("STORAGE_EMULATOR_HOST", None)
-    p = subprocess.run([sys.executable, "-m", "pipelines.demo", "--dir", str(tmp_path / "demo")], cwd=ROOT, env=env,
+    p = subprocess.run([sys.executable, "-m", "tfrecord_pipelines.demo", "--dir", str(tmp_path / "demo")], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     text = p.stdout

@@ -20,7 +20,7 @@ def test_create_only_loses_a_race_after_its_existence_check(gcs_proxied, monkeyp
     both existence checks (real requests) complete, then A uploads, then B."""
     from google.cloud.storage import Blob
 
-    from transforms.storage import fsutil
+    from tfrecord_pipelines.transforms.storage import fsutil
     name = "race/manifest.json"
     path = f"gs://{BUCKET}/{name}"
     both_checked = threading.Barrier(2, timeout=120)
@@ -65,7 +65,7 @@ def test_create_only_loses_a_race_after_its_existence_check(gcs_proxied, monkeyp
 
 
 def _convert_process(args):
-    return subprocess.Popen([sys.executable, "-m", "pipelines.convert", *args, "--progress", "off",
+    return subprocess.Popen([sys.executable, "-m", "tfrecord_pipelines.convert", *args, "--progress", "off",
                              "--direct_running_mode", "in_memory"], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -84,7 +84,7 @@ def test_two_conversions_racing_into_one_bucket(gcs_proxied, tmp_path):
     assert ".tfrecords.lock" not in names and not [n for n in names if "staging" in n], names
     download_prefix("racing", str(tmp_path / "dl"))
     check_against_source(str(tmp_path / "dl"), labels, local)
-    from pipelines.verify import verify_output
+    from tfrecord_pipelines.verify import verify_output
     report = verify_output(out)
     assert report.ok, report.errors
     assert report.records == len(labels)
@@ -92,7 +92,7 @@ def test_two_conversions_racing_into_one_bucket(gcs_proxied, tmp_path):
 
 @pytest.mark.parametrize("target", ["manifest.json", ".tfrecords.lock"])
 def test_create_only_objects_are_never_replaced(gcs_proxied, target):
-    from transforms.storage import fsutil
+    from tfrecord_pipelines.transforms.storage import fsutil
     path = f"gs://{BUCKET}/existing/{target}"
     bucket().blob(f"existing/{target}").upload_from_string(b"first")
     with pytest.raises(fsutil.AlreadyExists):

@@ -14,7 +14,7 @@ from PIL import Image
 
 from conftest import convert, manifest, read_all, sha256_file, shard_files, write
 from photos import jpeg, photo
-from transforms.core import quality
+from tfrecord_pipelines.transforms.core import quality
 
 # Exact copies: (source, copy). The kept copy is the smallest path.
 EXACT = [("train/cat/p0.jpg", "train/cat/p0_copy.jpg"),          # within a split, same label

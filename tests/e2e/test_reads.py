@@ -9,12 +9,12 @@ import time
 import pytest
 
 from conftest import convert, image_bytes, make_tree, manifest, read_examples, scalar, sha256_file, shard_files, write
-from transforms.core import specs
-from transforms.core.images import ImagePolicy
-from transforms.core.records import Rec, fingerprint
-from transforms.core.specs import ReadPolicy
-from transforms.storage import reads
-from transforms.storage.reads import read_ahead
+from tfrecord_pipelines.transforms.core import specs
+from tfrecord_pipelines.transforms.core.images import ImagePolicy
+from tfrecord_pipelines.transforms.core.records import Rec, fingerprint
+from tfrecord_pipelines.transforms.core.specs import ReadPolicy
+from tfrecord_pipelines.transforms.storage import reads
+from tfrecord_pipelines.transforms.storage.reads import read_ahead
 
 
 def _rejects(out):
@@ -120,7 +120,7 @@ def test_symlinked_folders_that_alias_each_other_list_each_file_once(tmp_path):
 
 
 def test_a_same_size_rewrite_between_validation_and_writing_is_rejected(tmp_path, monkeypatch):
-    from transforms.stages import write_shards
+    from tfrecord_pipelines.transforms.stages import write_shards
     root = str(tmp_path / "imgs")
     labels = make_tree(root, per_class=4)
     victims = ["cat/1.jpg", "dog/2.jpg"]
@@ -245,8 +245,8 @@ def _with_app_segments(total: int) -> bytes:
 
 
 def test_images_that_cost_far_more_than_any_real_one_are_too_complex(tmp_path):
-    from transforms.core.images import MAX_JPEG_METADATA, MAX_JPEG_SCANS, BadImage, Validation, probe_image
-    from transforms.core.records import Reason
+    from tfrecord_pipelines.transforms.core.images import MAX_JPEG_METADATA, MAX_JPEG_SCANS, BadImage, Validation, probe_image
+    from tfrecord_pipelines.transforms.core.records import Reason
     ok = _progressive_with_scans(20)
     assert probe_image(ok, ImagePolicy(validation=Validation.FULL)).fmt == "jpeg"
     for data, what in ((_progressive_with_scans(MAX_JPEG_SCANS + 50), "scans"),

@@ -291,7 +291,7 @@ def test_the_browser_check_catches_a_broken_page(tmp_path):
 
 
 def test_tfrecords_report_rebuilds_the_page_locally(output, capsys):
-    from pipelines.cli import main as cli
+    from tfrecord_pipelines.cli import main as cli
     _, out = output
     path = os.path.join(out, "report.html")
     before = open(path, encoding="utf-8").read()
@@ -314,7 +314,7 @@ def test_tfrecords_report_rebuilds_the_page_locally(output, capsys):
 
 
 def test_tfrecords_report_on_a_bucket(gcs, output, tmp_path):
-    from pipelines.report_cmd import main as report
+    from tfrecord_pipelines.report_cmd import main as report
     root, _ = output
     out = f"gs://{BUCKET}/reported"
     assert convert("--input", root, "--output", out, "--max_reject_fraction", "1") == 0
@@ -327,7 +327,7 @@ def test_tfrecords_report_on_a_bucket(gcs, output, tmp_path):
 
 
 def test_a_report_that_cannot_be_built_does_not_fail_the_publish(tree, tmp_path, monkeypatch):
-    from transforms.core import report_html
+    from tfrecord_pipelines.transforms.core import report_html
     root, labels = tree
     out = str(tmp_path / "out")
     os.makedirs(out)
@@ -348,7 +348,7 @@ def test_a_report_that_cannot_be_built_does_not_fail_the_publish(tree, tmp_path,
 def test_an_older_manifest_without_quality_figures_still_gets_a_report(output, tmp_path):
     """Manifests written before the quality section: the page says so, and
     its size charts come from the sampled records."""
-    from transforms.storage import report_data
+    from tfrecord_pipelines.transforms.storage import report_data
     _, out = output
     old = tmp_path / "old"
     shutil.copytree(out, old)
@@ -363,8 +363,8 @@ def test_an_older_manifest_without_quality_figures_still_gets_a_report(output, t
 def test_many_classes_make_one_curve_per_split_and_a_capped_contact_sheet(tmp_path):
     """A 1,000-class manifest: the class chart is a sorted curve per split, the
     page stays small, and it renders."""
-    from transforms.core import report_html
-    from transforms.core.report_html import ReportInputs, Sample, thumbnail
+    from tfrecord_pipelines.transforms.core import report_html
+    from tfrecord_pipelines.transforms.core.report_html import ReportInputs, Sample, thumbnail
     classes = {f"class_{i:04d}": i for i in range(1000)}
     per_split = {"train": {c: 50 + i % 37 for c, i in classes.items()},
                  "validation": {c: 5 + i % 7 for c, i in classes.items() if i % 10}}

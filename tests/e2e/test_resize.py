@@ -16,9 +16,9 @@ from PIL import Image
 
 from conftest import convert, image_bytes, manifest, read_all, scalar, shard_files, write
 from gcs_emulator import BUCKET, download_prefix, gcs, upload_tree  # noqa: F401 (fixture)
-from transforms.core import resize
-from transforms.core.images import ImagePolicy, probe_image, reencode_image
-from transforms.core.resize import PngPolicy, ResizeMode, ResizePolicy
+from tfrecord_pipelines.transforms.core import resize
+from tfrecord_pipelines.transforms.core.images import ImagePolicy, probe_image, reencode_image
+from tfrecord_pipelines.transforms.core.resize import PngPolicy, ResizeMode, ResizePolicy
 
 LONGEST, SHORTER = ResizeMode.LONGEST, ResizeMode.SHORTER
 # What the draft (reduced DCT decode) may change against a full-size decode,

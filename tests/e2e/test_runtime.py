@@ -23,7 +23,7 @@ def many_images(tmp_path):
 
 
 def _run_two_workers(root: str, out: str, caplog) -> set:
-    from pipelines.convert import run
+    from tfrecord_pipelines.convert import run
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="tfrecords.run"):
         # --progress on: each worker process reports its work to a file named by its pid
@@ -37,7 +37,7 @@ def _run_two_workers(root: str, out: str, caplog) -> set:
 
 @pytest.mark.parametrize("how", ["forked", "beam_own_workers", "untested_beam_version"])
 def test_two_workers_are_two_processes(many_images, tmp_path, monkeypatch, caplog, how):
-    from pipelines import local_worker
+    from tfrecord_pipelines import local_worker
     if how == "beam_own_workers":
         monkeypatch.setenv("TFRECORDS_FORK_WORKERS", "0")
     if how == "untested_beam_version":
@@ -52,7 +52,7 @@ def test_two_workers_are_two_processes(many_images, tmp_path, monkeypatch, caplo
 
 
 def test_the_zygote_is_only_used_with_a_tested_beam_version(monkeypatch):
-    from pipelines import local_worker
+    from tfrecord_pipelines import local_worker
     assert local_worker.beam_version() in local_worker.TESTED_BEAM_VERSIONS  # the installed Beam is the tested one
     monkeypatch.setattr(local_worker, "TESTED_BEAM_VERSIONS", ())
     assert not local_worker.available()

@@ -42,7 +42,7 @@ def test_no_credentials_in_logs_or_manifest(tmp_path):
         "type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----SECRETKEYMATERIAL",
         "client_email": "robot@secret-project.iam.gserviceaccount.com"}).encode())
     env = dict(os.environ, GOOGLE_APPLICATION_CREDENTIALS=key, TFRECORDS_TOKEN="tok-SECRETTOKEN")
-    p = subprocess.run([sys.executable, "-m", "pipelines.convert", "--input", images, "--output", out,
+    p = subprocess.run([sys.executable, "-m", "tfrecord_pipelines.convert", "--input", images, "--output", out,
                         "--progress", "on", "--service_account_email", "sa-SECRETACCOUNT@x.iam.gserviceaccount.com",
                         "--impersonate_service_account", "imp-SECRETIMPERSONATE@x.iam.gserviceaccount.com",
                         "--labels", "team=SECRETLABEL", "--direct_running_mode", "in_memory"],

@@ -44,7 +44,7 @@ for worker in (0, 1):
 
 
 def _spec(out: str) -> str:
-    got = subprocess.run([sys.executable, "-m", "pipelines.cli", "spec", out], capture_output=True, text=True,
+    got = subprocess.run([sys.executable, "-m", "tfrecord_pipelines.cli", "spec", out], capture_output=True, text=True,
                          cwd=ROOT)
     assert got.returncode == 0, got.stderr
     return got.stdout
@@ -161,6 +161,6 @@ def test_float_targets_and_table_columns(tmp_path):
 
 
 def test_spec_of_a_folder_without_manifest(tmp_path):
-    got = subprocess.run([sys.executable, "-m", "pipelines.cli", "spec", str(tmp_path)], capture_output=True,
+    got = subprocess.run([sys.executable, "-m", "tfrecord_pipelines.cli", "spec", str(tmp_path)], capture_output=True,
                          text=True, cwd=ROOT)
     assert got.returncode == 1 and "no manifest.json" in got.stderr

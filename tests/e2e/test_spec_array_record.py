@@ -57,7 +57,7 @@ def outputs(tmp_path_factory):
 
 def test_printed_grain_code_runs_and_yields_every_record(outputs, tmp_path):
     labels, tf_out, ar_out = outputs
-    got = subprocess.run([sys.executable, "-m", "pipelines.cli", "spec", ar_out], capture_output=True, text=True,
+    got = subprocess.run([sys.executable, "-m", "tfrecord_pipelines.cli", "spec", ar_out], capture_output=True, text=True,
                          cwd=ROOT)
     assert got.returncode == 0, got.stderr
     code = got.stdout
@@ -84,7 +84,7 @@ def test_printed_grain_code_runs_and_yields_every_record(outputs, tmp_path):
 
 
 def test_a_bucket_output_reads_through_a_gcsfuse_mount():
-    from pipelines.spec import reading_code
+    from tfrecord_pipelines.spec import reading_code
     m = {"output_format": "array_record", "splits": {"train": {"records": 3, "shards": []}},
          "features": {"image/encoded": "bytes"}, "feature_roles": {"encoded": "image/encoded"},
          "label_map": {"kind": "none", "classes": {}}}

@@ -10,8 +10,8 @@ import os
 import pytest
 
 from conftest import convert, image_bytes, make_tree, manifest, read_examples, shard_files, write
-from transforms.core.records import Rec, Reject
-from transforms.storage import spill
+from tfrecord_pipelines.transforms.core.records import Rec, Reject
+from tfrecord_pipelines.transforms.storage import spill
 
 
 def _files(out: str) -> dict:

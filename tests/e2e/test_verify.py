@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from conftest import converted
-from pipelines.verify import main as verify_main
+from tfrecord_pipelines.verify import main as verify_main
 
 FIRST = "train-00000-of-00002.tfrecord"
 
@@ -99,7 +99,7 @@ def test_no_manifest_means_incomplete(copy, capsys):
 def test_image_bytes_swapped_inside_a_valid_record(copy, capsys):
     """A record rewritten with valid framing but other image bytes: only the
     per-image sha256 can tell."""
-    from transforms.core.tfrecord_io import RecordWriter, iter_records
+    from tfrecord_pipelines.transforms.core.tfrecord_io import RecordWriter, iter_records
     from tensorflow.core.example import example_pb2
     path = os.path.join(copy, FIRST)
     with open(path, "rb") as f:
@@ -116,7 +116,7 @@ def test_image_bytes_swapped_inside_a_valid_record(copy, capsys):
 
 
 def test_inspect_prints_records_and_saves_images(good, tmp_path, capsys):
-    from pipelines.inspect_output import main as inspect_main
+    from tfrecord_pipelines.inspect_output import main as inspect_main
     folder = str(tmp_path / "imgs")
     assert inspect_main([good, "-n", "2", "--save_images", folder]) == 0
     text = capsys.readouterr().out

@@ -7,11 +7,11 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that
 
-from transforms.core import quality
-from transforms.core.labels import LabelMap
-from transforms.core.records import Batch
-from transforms.core.specs import DuplicatePolicy, LabelType, QualitySpec
-from transforms.stages.check_quality import CheckQuality
+from tfrecord_pipelines.transforms.core import quality
+from tfrecord_pipelines.transforms.core.labels import LabelMap
+from tfrecord_pipelines.transforms.core.records import Batch
+from tfrecord_pipelines.transforms.core.specs import DuplicatePolicy, LabelType, QualitySpec
+from tfrecord_pipelines.transforms.stages.check_quality import CheckQuality
 
 LABELS = LabelMap(LabelType.CLASS, (("cat", 0), ("dog", 1)))
 BASE = 0x0123456789ABCDEF

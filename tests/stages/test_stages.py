@@ -11,15 +11,15 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from conftest import image_bytes, write
-from transforms.core.images import ImagePolicy
-from transforms.core.records import Batch, Rec, Reason
-from transforms.core.sharding import shuffle_key
-from transforms.core.specs import RECORDS, REJECTS, LabelSource, LabelSpec, ShardSpec, SplitSource, SplitSpec
-from transforms.stages.assign_labels import AssignLabels
-from transforms.stages.plan_shards import PlanShards
-from transforms.stages.split import Split
-from transforms.stages.validate_images import ValidateImages
-from transforms.storage import spill
+from tfrecord_pipelines.transforms.core.images import ImagePolicy
+from tfrecord_pipelines.transforms.core.records import Batch, Rec, Reason
+from tfrecord_pipelines.transforms.core.sharding import shuffle_key
+from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS, LabelSource, LabelSpec, ShardSpec, SplitSource, SplitSpec
+from tfrecord_pipelines.transforms.stages.assign_labels import AssignLabels
+from tfrecord_pipelines.transforms.stages.plan_shards import PlanShards
+from tfrecord_pipelines.transforms.stages.split import Split
+from tfrecord_pipelines.transforms.stages.validate_images import ValidateImages
+from tfrecord_pipelines.transforms.storage import spill
 
 
 def _recs(*rels, **kw):

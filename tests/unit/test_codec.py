@@ -7,8 +7,8 @@ import zlib
 
 import pytest
 
-from transforms.core.example_codec import BYTES, FLOAT, INT64, encode_example, encode_example_bytes, varint
-from transforms.core.tfrecord_io import Compression, RecordError, RecordWriter, iter_records
+from tfrecord_pipelines.transforms.core.example_codec import BYTES, FLOAT, INT64, encode_example, encode_example_bytes, varint
+from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, RecordError, RecordWriter, iter_records
 
 
 def random_features(rng: random.Random) -> dict:

@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from transforms.core.example_codec import BYTES, FLOAT, INT64, encode_example
-from transforms.core.features import ExampleEncoder, example_features, features_for
-from transforms.core.records import Rec
-from transforms.core.specs import LabelType
+from tfrecord_pipelines.transforms.core.example_codec import BYTES, FLOAT, INT64, encode_example
+from tfrecord_pipelines.transforms.core.features import ExampleEncoder, example_features, features_for
+from tfrecord_pipelines.transforms.core.records import Rec
+from tfrecord_pipelines.transforms.core.specs import LabelType
 
 
 def records(n: int, rng: random.Random) -> list:

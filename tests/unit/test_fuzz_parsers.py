@@ -27,9 +27,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import convert, image_bytes, make_tree
-from transforms.core import images, tables
-from transforms.core.records import Reason
-from transforms.storage import layout
+from tfrecord_pipelines.transforms.core import images, tables
+from tfrecord_pipelines.transforms.core.records import Reason
+from tfrecord_pipelines.transforms.storage import layout
 
 SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
 FUZZ = settings(database=None, deadline=datetime.timedelta(seconds=10), print_blob=True,
@@ -282,8 +282,8 @@ def test_manifest_reader(real_output, tmp_path, capsys):
     """Random bytes and damaged manifests: layout.read_manifest accepts a
     well-formed one or raises ManifestError; verify (which reads it) reports
     errors, never raises; the summary prints whatever read_manifest accepts."""
-    from pipelines.report import print_summary
-    from pipelines.verify import verify_output
+    from tfrecord_pipelines.report import print_summary
+    from tfrecord_pipelines.verify import verify_output
     tally = Tally("manifest reader (layout.read_manifest, verify_output, print_summary)", capsys)
     with open(os.path.join(real_output, "manifest.json"), "rb") as f:
         good_bytes = f.read()

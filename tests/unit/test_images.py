@@ -9,9 +9,9 @@ import pytest
 from PIL import Image
 
 from conftest import image_bytes
-from transforms.core.images import (BadImage, ImagePolicy, Validation, jpeg_eoi_offset, probe_image, reencode_image,
+from tfrecord_pipelines.transforms.core.images import (BadImage, ImagePolicy, Validation, jpeg_eoi_offset, probe_image, reencode_image,
                                sniff_format)
-from transforms.core.records import Reason
+from tfrecord_pipelines.transforms.core.records import Reason
 
 FULL = ImagePolicy()
 HEADER = ImagePolicy(validation=Validation.HEADER)

@@ -1,9 +1,9 @@
 """Label derivation, label maps and their application (pure functions)."""
 import pytest
 
-from pipelines.config import LabelSource, LabelSpec, LabelType
-from transforms.core.labels import LabelError, Stats, assign_label, build_label_map, raw_label
-from transforms.core.records import Reason, Rec, Reject
+from tfrecord_pipelines.config import LabelSource, LabelSpec, LabelType
+from tfrecord_pipelines.transforms.core.labels import LabelError, Stats, assign_label, build_label_map, raw_label
+from tfrecord_pipelines.transforms.core.records import Reason, Rec, Reject
 
 
 def rec(rel, label=None, extras=()):
@@ -97,7 +97,7 @@ def test_merge_is_order_independent():
 
 
 def test_too_many_names(monkeypatch):
-    import transforms.core.labels as labels
+    import tfrecord_pipelines.transforms.core.labels as labels
     monkeypatch.setattr(labels, "MAX_CLASSES", 2)
     with pytest.raises(LabelError, match="too many"):
         build_label_map(stats_of("a", "b", "c"), LabelSpec(LabelSource.TABLE))

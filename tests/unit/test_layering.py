@@ -21,19 +21,39 @@ def _imported_modules(path: str) -> set:
     return names
 
 
+PKG = "tfrecord_pipelines"
+LIB = PKG + ".transforms"
+
+
+def _is_application(m: str) -> bool:
+    """A module of the application (pipelines/, installed as tfrecord_pipelines), not of the library."""
+    return (m == PKG or m.startswith(PKG + ".")) and not (m == LIB or m.startswith(LIB + "."))
+
+
 def test_transforms_never_import_pipelines():
     files = sorted(glob.glob(os.path.join(ROOT, "transforms", "**", "*.py"), recursive=True))
     assert len(files) > 20
-    offenders = {os.path.relpath(f, ROOT): sorted(m for m in _imported_modules(f)
-                                                  if m == "pipelines" or m.startswith("pipelines."))
+    offenders = {os.path.relpath(f, ROOT): sorted(m for m in _imported_modules(f) if _is_application(m))
                  for f in files}
     assert {f: m for f, m in offenders.items() if m} == {}
 
 
+def test_product_code_imports_only_through_the_one_package_name():
+    """The repository's folders are installed as tfrecord_pipelines (setup.py's
+    package_dir): an import of the folder names themselves would work in the
+    checkout and break for a user who has a `transforms.py` of their own."""
+    files = sorted(glob.glob(os.path.join(ROOT, "transforms", "**", "*.py"), recursive=True)
+                   + glob.glob(os.path.join(ROOT, "pipelines", "**", "*.py"), recursive=True))
+    bare = {os.path.relpath(f, ROOT): sorted(m for m in _imported_modules(f)
+                                             if m.split(".")[0] in ("pipelines", "transforms"))
+            for f in files}
+    assert {f: m for f, m in bare.items() if m} == {}
+
+
 def test_the_check_sees_an_import_inside_a_function(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from pipelines.config import ShardSpec\n    return ShardSpec\n")
-    assert "pipelines.config" in _imported_modules(str(bad))
+    bad.write_text("def f():\n    from tfrecord_pipelines.config import ShardSpec\n    return ShardSpec\n")
+    assert "tfrecord_pipelines.config" in _imported_modules(str(bad))
 
 
 def test_what_runs_before_the_zygote_starts_does_not_import_beam():
@@ -42,7 +62,7 @@ def test_what_runs_before_the_zygote_starts_does_not_import_beam():
     every local run starts half a second later (it did, once)."""
     import subprocess
     import sys
-    code = ("import sys; import pipelines.local_worker, pipelines.stderr; "
+    code = ("import sys; import tfrecord_pipelines.local_worker, tfrecord_pipelines.stderr; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('apache_beam', 'tensorflow')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
@@ -64,17 +84,18 @@ def _under(*prefixes: str):
 
 
 def test_core_imports_no_beam_no_io_and_no_stage():
-    assert _offenders("core", _under("apache_beam", "transforms.storage", "transforms.stages", "pipelines")) == {}
+    assert _offenders("core", lambda m: _under("apache_beam", LIB + ".storage", LIB + ".stages")(m)
+                      or _is_application(m)) == {}
 
 
 def test_storage_imports_no_stage():
-    assert _offenders("storage", _under("transforms.stages", "pipelines")) == {}
+    assert _offenders("storage", lambda m: _under(LIB + ".stages")(m) or _is_application(m)) == {}
 
 
 def test_a_stage_never_imports_another_stage():
     for f, mods in _modules_of("stages").items():
-        me = "transforms.stages." + os.path.basename(f)[:-3]
-        assert [m for m in mods if m.startswith("transforms.stages.") and m != me] == [], f
+        me = LIB + ".stages." + os.path.basename(f)[:-3]
+        assert [m for m in mods if m.startswith(LIB + ".stages.") and m != me] == [], f
 
 
 def test_transforms_has_no_module_outside_the_three_rooms():
@@ -85,7 +106,7 @@ def test_transforms_has_no_module_outside_the_three_rooms():
 def test_the_pure_logic_loads_without_beam():
     import subprocess
     import sys
-    mods = sorted("transforms.core." + os.path.basename(f)[:-3]
+    mods = sorted(LIB + ".core." + os.path.basename(f)[:-3]
                   for f in glob.glob(os.path.join(ROOT, "transforms", "core", "*.py")))
     code = ("import importlib, sys\n"
             f"for m in {mods!r}: importlib.import_module(m)\n"

@@ -14,9 +14,9 @@ import pytest
 from PIL import Image
 
 from photos import jpeg, photo
-from transforms.core import quality
-from transforms.core.images import ImagePolicy, probe_image
-from transforms.core.quality import Row
+from tfrecord_pipelines.transforms.core import quality
+from tfrecord_pipelines.transforms.core.images import ImagePolicy, probe_image
+from tfrecord_pipelines.transforms.core.quality import Row
 
 
 def variants(im: Image.Image) -> dict:
@@ -125,7 +125,7 @@ def test_the_folded_resize_is_pillows_bilinear_resize_then_the_dct():
 
 def test_no_hash_without_a_decode():
     assert probe_image(jpeg(photo(1)), ImagePolicy(perceptual_hash=False)).phash == -1
-    from transforms.core.images import Validation
+    from tfrecord_pipelines.transforms.core.images import Validation
     header = ImagePolicy(validation=Validation.HEADER, perceptual_hash=True)
     assert probe_image(jpeg(photo(1)), header).phash == -1
 

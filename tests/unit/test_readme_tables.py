@@ -9,8 +9,8 @@ import os
 import re
 
 from conftest import ROOT
-from transforms.core.features import FEATURES
-from transforms.core.records import Reason
+from tfrecord_pipelines.transforms.core.features import FEATURES
+from tfrecord_pipelines.transforms.core.records import Reason
 
 EXTRA_ROW = ["extra table columns", "int64, float or bytes", "inferred from all values"]
 
@@ -37,7 +37,7 @@ def test_readme_reasons_table_lists_every_reason_in_order():
 
 
 def test_the_table_check_sees_a_missing_row(monkeypatch):
-    import transforms.core.features as features
+    import tfrecord_pipelines.transforms.core.features as features
     extra = features.Feature("x", "image/x", "int64", lambda s: [0], "a feature nobody documented")
     want = [[f"`{f.key}`", f.kind, f.doc] for f in FEATURES + (extra,)] + [EXTRA_ROW]
     assert _table("features-table") != want

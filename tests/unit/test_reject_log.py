@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from transforms.core.records import Batch, Reject, rejects_jsonl
-from transforms.storage import spill
-from transforms.storage.reject_log import RejectLog
+from tfrecord_pipelines.transforms.core.records import Batch, Reject, rejects_jsonl
+from tfrecord_pipelines.transforms.storage import spill
+from tfrecord_pipelines.transforms.storage.reject_log import RejectLog
 
 
 def rejects(n: int, seed: int = 1) -> list:

@@ -9,11 +9,11 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.config import ShardSpec, SplitSource, SplitSpec
-from transforms.core import sharding
-from transforms.core.records import Batch, Rec, Reject, unpack
-from transforms.stages.plan_shards import PlanShards
-from transforms.stages.split import assign_split, ratio_split
+from tfrecord_pipelines.config import ShardSpec, SplitSource, SplitSpec
+from tfrecord_pipelines.transforms.core import sharding
+from tfrecord_pipelines.transforms.core.records import Batch, Rec, Reject, unpack
+from tfrecord_pipelines.transforms.stages.plan_shards import PlanShards
+from tfrecord_pipelines.transforms.stages.split import assign_split, ratio_split
 
 
 def test_ratio_splits_are_stable_and_proportional():

@@ -3,7 +3,7 @@ import io
 
 import pytest
 
-from transforms.core import tables
+from tfrecord_pipelines.transforms.core import tables
 
 
 def rows(text: str, fmt: str = "csv"):

@@ -14,9 +14,9 @@ from __future__ import annotations
 import functools
 from typing import Callable, NamedTuple, Optional
 
-from transforms.core.example_codec import BYTES, FLOAT, INT64, assemble, bytes_entry, encode_example, entry
-from transforms.core.records import Rec
-from transforms.core.specs import LabelType
+from tfrecord_pipelines.transforms.core.example_codec import BYTES, FLOAT, INT64, assemble, bytes_entry, encode_example, entry
+from tfrecord_pipelines.transforms.core.records import Rec
+from tfrecord_pipelines.transforms.core.specs import LabelType
 
 
 class Feature(NamedTuple):

@@ -28,10 +28,10 @@ from typing import NamedTuple, Optional, Union
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from transforms.core import resize
-from transforms.core.quality import HASH_SIDE, hash_input, perceptual_hash
-from transforms.core.records import Reason, Rec, Reject, fingerprint, reject
-from transforms.core.specs import ReadPolicy
+from tfrecord_pipelines.transforms.core import resize
+from tfrecord_pipelines.transforms.core.quality import HASH_SIDE, hash_input, perceptual_hash
+from tfrecord_pipelines.transforms.core.records import Reason, Rec, Reject, fingerprint, reject
+from tfrecord_pipelines.transforms.core.specs import ReadPolicy
 
 JPEG, PNG, GIF, BMP, WEBP, TIFF, HEIC, AVIF = "jpeg", "png", "gif", "bmp", "webp", "tiff", "heic", "avif"
 STORABLE_FORMATS = (JPEG, PNG)  # decode_image gives 3-D tensors for these as-is

@@ -15,10 +15,10 @@ import re
 import unicodedata
 from typing import Iterable, Optional, Union
 
-from transforms.core.errors import ConversionError
-from transforms.core.example_codec import BYTES, FLOAT, INT64
-from transforms.core.records import Reason, Rec, Reject, reject
-from transforms.core.specs import LabelSource, LabelSpec, LabelType
+from tfrecord_pipelines.transforms.core.errors import ConversionError
+from tfrecord_pipelines.transforms.core.example_codec import BYTES, FLOAT, INT64
+from tfrecord_pipelines.transforms.core.records import Reason, Rec, Reject, reject
+from tfrecord_pipelines.transforms.core.specs import LabelSource, LabelSpec, LabelType
 
 MAX_CLASSES = 1_000_000
 # Numbers by a strict ASCII grammar: Python's int()/float() also accept `1_1`,

@@ -23,8 +23,8 @@ from typing import Iterable, NamedTuple, Optional
 
 from PIL import Image, ImageOps
 
-from transforms.core import quality
-from transforms.core.units import human_bytes, plural
+from tfrecord_pipelines.transforms.core import quality
+from tfrecord_pipelines.transforms.core.units import human_bytes, plural
 
 THUMB_PX = 112               # a thumbnail's longer side
 MAX_THUMB_SOURCE_PIXELS = 50_000_000   # larger images get no thumbnail (decompression bombs)

@@ -15,7 +15,7 @@ import hashlib
 import math
 from typing import NamedTuple
 
-from transforms.core.specs import ShardSpec
+from tfrecord_pipelines.transforms.core.specs import ShardSpec
 
 # 256 buckets: one is sorted in memory on one worker, N/256 records (55,000 at
 # 14 M images, ~35 MB); more buckets mean more, smaller groups to shuffle.

@@ -10,7 +10,7 @@ import enum
 import re
 from typing import Optional
 
-from transforms.core.tfrecord_io import Compression
+from tfrecord_pipelines.transforms.core.tfrecord_io import Compression
 
 # Split names become file names (`train-00000-of-00016.tfrecord`), so they are
 # held to a strict pattern; no '-' so that `train-*` never matches another split.

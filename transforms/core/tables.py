@@ -18,7 +18,7 @@ import posixpath
 import re
 from typing import Iterable, Iterator, NamedTuple, Optional, TextIO
 
-from transforms.core.errors import ConversionError
+from tfrecord_pipelines.transforms.core.errors import ConversionError
 
 IMAGE_EXTENSIONS = frozenset(
     ".jpg .jpeg .jpe .jfif .png .gif .bmp .webp .tif .tiff .heic .heif .avif".split())

@@ -28,8 +28,8 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from transforms.core.example_codec import BYTES, FLOAT, INT64
-from transforms.core.specs import LabelType
+from tfrecord_pipelines.transforms.core.example_codec import BYTES, FLOAT, INT64
+from tfrecord_pipelines.transforms.core.specs import LabelType
 
 DATASET_INFO = "dataset_info.json"
 FEATURES = "features.json"

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from transforms.core import labels
-from transforms.core.records import Batch, Rec
-from transforms.core.specs import RECORDS, REJECTS, LabelSpec
-from transforms.storage import spill
+from tfrecord_pipelines.transforms.core import labels
+from tfrecord_pipelines.transforms.core.records import Batch, Rec
+from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS, LabelSpec
+from tfrecord_pipelines.transforms.storage import spill
 
 
 class _StatsFn(beam.CombineFn):

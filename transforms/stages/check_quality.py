@@ -30,10 +30,10 @@ import collections
 
 import apache_beam as beam
 
-from transforms.core import quality
-from transforms.core.records import Batch, pack
-from transforms.core.specs import QualitySpec
-from transforms.storage import spill
+from tfrecord_pipelines.transforms.core import quality
+from tfrecord_pipelines.transforms.core.records import Batch, pack
+from tfrecord_pipelines.transforms.core.specs import QualitySpec
+from tfrecord_pipelines.transforms.storage import spill
 
 EXACT, NEAR, FIGURES, DUPS_ACC, NEAR_ACC = "exact", "near", "figures", "dups_acc", "near_acc"
 # Few group keys: a shard's rows travel as one element per key (elements cost the runner ~35 us each),

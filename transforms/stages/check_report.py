@@ -18,11 +18,11 @@ from typing import Optional
 
 import apache_beam as beam
 
-from transforms.core import quality, report_html
-from transforms.core.records import Batch
-from transforms.core.report_html import ReportInputs, Sample
-from transforms.storage import fsutil, report_data, run_lock, spill
-from transforms.storage.reject_log import RejectLog
+from tfrecord_pipelines.transforms.core import quality, report_html
+from tfrecord_pipelines.transforms.core.records import Batch
+from tfrecord_pipelines.transforms.core.report_html import ReportInputs, Sample
+from tfrecord_pipelines.transforms.storage import fsutil, report_data, run_lock, spill
+from tfrecord_pipelines.transforms.storage.reject_log import RejectLog
 
 CHECK_FORMAT = "tfrecord-pipelines/check/v1"
 CHECK_JSON = "check.json"

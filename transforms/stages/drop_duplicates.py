@@ -19,10 +19,10 @@ import collections
 
 import apache_beam as beam
 
-from transforms.core import quality
-from transforms.core.records import Batch, Reason, pack, reject
-from transforms.core.specs import RECORDS, REJECTS, STATS, DuplicatePolicy
-from transforms.storage import spill
+from tfrecord_pipelines.transforms.core import quality
+from tfrecord_pipelines.transforms.core.records import Batch, Reason, pack, reject
+from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS, STATS, DuplicatePolicy
+from tfrecord_pipelines.transforms.storage import spill
 
 GROUPS, REMOVED = "groups", "removed"
 BUCKET_CHARS = 2

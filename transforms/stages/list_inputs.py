@@ -18,12 +18,12 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.core import tables
-from transforms.core.fingerprint import FINGERPRINT
-from transforms.core.labels import nfc
-from transforms.core.records import Batch, Reason, Rec, Reject, reject
-from transforms.core.specs import RECORDS, REJECTS, STATS, InputKind, InputSpec
-from transforms.storage import listing, spill
+from tfrecord_pipelines.transforms.core import tables
+from tfrecord_pipelines.transforms.core.fingerprint import FINGERPRINT
+from tfrecord_pipelines.transforms.core.labels import nfc
+from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec, Reject, reject
+from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS, STATS, InputKind, InputSpec
+from tfrecord_pipelines.transforms.storage import listing, spill
 
 BATCH = 500
 

@@ -18,10 +18,10 @@ from typing import Iterable
 
 import apache_beam as beam
 
-from transforms.core import sharding
-from transforms.core.records import pack
-from transforms.core.specs import ShardSpec
-from transforms.storage import spill
+from tfrecord_pipelines.transforms.core import sharding
+from tfrecord_pipelines.transforms.core.records import pack
+from tfrecord_pipelines.transforms.core.specs import ShardSpec
+from tfrecord_pipelines.transforms.storage import spill
 
 
 def by_bucket(groups: dict, spill_dir: str = "") -> list:

@@ -30,13 +30,13 @@ from typing import Iterable, NamedTuple
 
 import apache_beam as beam
 
-from transforms.core import resize, tfds_metadata
-from transforms.core.errors import ConversionError
-from transforms.core.features import feature_roles, feature_schema, tfmd_schema
-from transforms.core.records import ShardResult
-from transforms.core.specs import PublishSpec
-from transforms.storage import fsutil, layout, report_data, run_lock
-from transforms.storage.reject_log import RejectLog
+from tfrecord_pipelines.transforms.core import resize, tfds_metadata
+from tfrecord_pipelines.transforms.core.errors import ConversionError
+from tfrecord_pipelines.transforms.core.features import feature_roles, feature_schema, tfmd_schema
+from tfrecord_pipelines.transforms.core.records import ShardResult
+from tfrecord_pipelines.transforms.core.specs import PublishSpec
+from tfrecord_pipelines.transforms.storage import fsutil, layout, report_data, run_lock
+from tfrecord_pipelines.transforms.storage.reject_log import RejectLog
 
 
 class PublishError(ConversionError, RuntimeError):

@@ -17,11 +17,11 @@ from typing import Union
 
 import apache_beam as beam
 
-from transforms.core.quality import stratified_cuts, stratified_split, unit_hash
-from transforms.core.records import Batch, Reason, Rec, Reject, reject
-from transforms.core.sharding import shuffle_key
-from transforms.core.specs import RECORDS, REJECTS, SPLIT_NAME, STATS, SplitSource, SplitSpec
-from transforms.storage import spill
+from tfrecord_pipelines.transforms.core.quality import stratified_cuts, stratified_split, unit_hash
+from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec, Reject, reject
+from tfrecord_pipelines.transforms.core.sharding import shuffle_key
+from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS, SPLIT_NAME, STATS, SplitSource, SplitSpec
+from tfrecord_pipelines.transforms.storage import spill
 
 
 def ratio_split(rel: str, ratios: tuple, salt: str) -> str:

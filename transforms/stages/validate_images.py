@@ -18,13 +18,13 @@ import hashlib
 
 import apache_beam as beam
 
-from transforms.core import quality
-from transforms.core.images import ImagePolicy, configure_pillow, validate_record
-from transforms.core.records import Batch, Reject, pack
-from transforms.core.specs import RECORDS, REJECTS
-from transforms.storage import spill
-from transforms.storage.progress import Progress
-from transforms.storage.reads import make_pool, read_ahead, read_record, read_reject
+from tfrecord_pipelines.transforms.core import quality
+from tfrecord_pipelines.transforms.core.images import ImagePolicy, configure_pillow, validate_record
+from tfrecord_pipelines.transforms.core.records import Batch, Reject, pack
+from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS
+from tfrecord_pipelines.transforms.storage import spill
+from tfrecord_pipelines.transforms.storage.progress import Progress
+from tfrecord_pipelines.transforms.storage.reads import make_pool, read_ahead, read_record, read_reject
 
 
 def _add_hashes(good: list, waiting: list) -> None:

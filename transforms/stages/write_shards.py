@@ -33,18 +33,18 @@ from typing import NamedTuple, Union
 
 import apache_beam as beam
 
-from transforms.core.features import ExampleEncoder
-from transforms.core import quality
-from transforms.core.images import BadImage, ImagePolicy, configure_pillow, reencode_image, validate_record
-from transforms.core.records import Batch, Reason, Rec, Reject, ShardResult, fingerprint, reject
-from transforms.core.sharding import shard_name
-from transforms.core.specs import QUALITY, REJECTS, OutputFormat, ReadPolicy
-from transforms.core.tfrecord_io import Compression
-from transforms.storage import fsutil, layout, spill
-from transforms.storage.array_record_io import shard_writer
-from transforms.storage.gcs import StorageUnavailable
-from transforms.storage.progress import Progress
-from transforms.storage.reads import make_pool, read_ahead, read_input, read_record, read_reject
+from tfrecord_pipelines.transforms.core.features import ExampleEncoder
+from tfrecord_pipelines.transforms.core import quality
+from tfrecord_pipelines.transforms.core.images import BadImage, ImagePolicy, configure_pillow, reencode_image, validate_record
+from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec, Reject, ShardResult, fingerprint, reject
+from tfrecord_pipelines.transforms.core.sharding import shard_name
+from tfrecord_pipelines.transforms.core.specs import QUALITY, REJECTS, OutputFormat, ReadPolicy
+from tfrecord_pipelines.transforms.core.tfrecord_io import Compression
+from tfrecord_pipelines.transforms.storage import fsutil, layout, spill
+from tfrecord_pipelines.transforms.storage.array_record_io import shard_writer
+from tfrecord_pipelines.transforms.storage.gcs import StorageUnavailable
+from tfrecord_pipelines.transforms.storage.progress import Progress
+from tfrecord_pipelines.transforms.storage.reads import make_pool, read_ahead, read_input, read_record, read_reject
 
 def read_again(rec: Rec, policy: ReadPolicy) -> bytes:
     """The bytes validated, read a second time: on GCS the same object

@@ -35,9 +35,9 @@ from typing import BinaryIO, Iterator, Optional
 
 import google_crc32c
 
-from transforms.core.specs import OutputFormat
-from transforms.core.tfrecord_io import Compression, RecordError, RecordWriter, crc32c_text, iter_records
-from transforms.storage import fsutil
+from tfrecord_pipelines.transforms.core.specs import OutputFormat
+from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, RecordError, RecordWriter, crc32c_text, iter_records
+from tfrecord_pipelines.transforms.storage import fsutil
 
 WRITER_OPTIONS = "group_size:1,uncompressed,max_parallelism:1"
 _BLOCK = 8 << 20

@@ -197,13 +197,13 @@ def _holds(blob, data: bytes) -> bool:
 
 def gcs_client():
     """This process's google-cloud-storage client (transforms/storage/gcs.py)."""
-    from transforms.storage import gcs
+    from tfrecord_pipelines.transforms.storage import gcs
     return gcs.client()
 
 
 def reset_clients() -> None:
     """Forget cached clients (tests move STORAGE_EMULATOR_HOST)."""
-    from transforms.storage import gcs
+    from tfrecord_pipelines.transforms.storage import gcs
     gcs.reset()
 
 
@@ -310,7 +310,7 @@ def list_subdirs(path: str) -> list[str]:
             return []
     prefix = path.rstrip("/") + "/"
     if prefix.startswith("gs://"):
-        from transforms.storage import gcs
+        from tfrecord_pipelines.transforms.storage import gcs
         return gcs.list_prefixes(prefix)
     dirs = set()
     for p, _, _ in list_prefix(prefix):

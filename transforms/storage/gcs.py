@@ -24,8 +24,8 @@ import os
 import threading
 from typing import Iterator, NamedTuple, Optional
 
-from transforms.core.errors import ConversionError
-from transforms.core.specs import DEFAULT_IO_TIMEOUT
+from tfrecord_pipelines.transforms.core.errors import ConversionError
+from tfrecord_pipelines.transforms.core.specs import DEFAULT_IO_TIMEOUT
 
 POOL_SIZE = 64  # connections kept per process: reads in flight plus listing and writes
 DEFAULT_TIMEOUT = DEFAULT_IO_TIMEOUT  # seconds; --io_timeout

@@ -5,17 +5,17 @@ import json
 import re
 from typing import Optional
 
-from transforms.core.example_codec import BYTES, FLOAT, INT64
-from transforms.storage import fsutil
+from tfrecord_pipelines.transforms.core.example_codec import BYTES, FLOAT, INT64
+from tfrecord_pipelines.transforms.storage import fsutil
 
 MANIFEST = "manifest.json"        # written last, create-only: the output is complete
 REJECTS = "rejects.jsonl"         # one JSON object per rejected record
 LABEL_MAP = "label_map.json"      # {"name": id}; usable as --label_map for the next run
 SCHEMA = "schema.pbtxt"           # the features as a TFX Schema (tensorflow_metadata)
 # TFDS metadata (transforms/core/tfds_metadata.py)
-from transforms.core.tfds_metadata import DATASET_INFO as TFDS_DATASET_INFO  # noqa: E402
-from transforms.core.tfds_metadata import FEATURES as TFDS_FEATURES  # noqa: E402
-from transforms.core.tfds_metadata import LABELS_SUFFIX as TFDS_LABELS_SUFFIX  # noqa: E402
+from tfrecord_pipelines.transforms.core.tfds_metadata import DATASET_INFO as TFDS_DATASET_INFO  # noqa: E402
+from tfrecord_pipelines.transforms.core.tfds_metadata import FEATURES as TFDS_FEATURES  # noqa: E402
+from tfrecord_pipelines.transforms.core.tfds_metadata import LABELS_SUFFIX as TFDS_LABELS_SUFFIX  # noqa: E402
 LOCK = ".tfrecords.lock"          # held by a running conversion
 STAGING_PREFIX = ".tfrecords-staging-"
 # Any shard we could have written, whatever its split, count, compression or format.

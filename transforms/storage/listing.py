@@ -22,8 +22,8 @@ import os
 import re
 from typing import Iterator
 
-from transforms.core.records import Rec
-from transforms.storage import fsutil, gcs
+from tfrecord_pipelines.transforms.core.records import Rec
+from tfrecord_pipelines.transforms.storage import fsutil, gcs
 
 EXCLUDED_HIDDEN = "hidden"
 EXCLUDED_PATTERN = "not_included"

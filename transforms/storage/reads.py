@@ -22,11 +22,11 @@ import threading
 import unicodedata
 from typing import Callable, Iterable, Iterator, TypeVar
 
-from transforms.core.records import Reason, Rec, Reject, reject
-from transforms.core.specs import ReadPolicy
-from transforms.core.specs import is_remote
-from transforms.storage import fsutil, gcs
-from transforms.storage.gcs import StorageUnavailable
+from tfrecord_pipelines.transforms.core.records import Reason, Rec, Reject, reject
+from tfrecord_pipelines.transforms.core.specs import ReadPolicy
+from tfrecord_pipelines.transforms.core.specs import is_remote
+from tfrecord_pipelines.transforms.storage import fsutil, gcs
+from tfrecord_pipelines.transforms.storage.gcs import StorageUnavailable
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -21,8 +21,8 @@ import pickle
 import tempfile
 from typing import Iterable, Iterator
 
-from transforms.core.records import Reject, reject_line, reject_order
-from transforms.storage import spill
+from tfrecord_pipelines.transforms.core.records import Reject, reject_line, reject_order
+from tfrecord_pipelines.transforms.storage import spill
 
 RUN = 100_000  # rejects sorted in memory at once (~30 MB)
 _CHUNK = 1_000  # lines per pickled piece of a run file

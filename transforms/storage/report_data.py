@@ -20,12 +20,12 @@ import logging
 import time
 from typing import Iterable, Optional
 
-from transforms.core import report_html
-from transforms.core.records import Reason
-from transforms.core.report_html import ReportInputs, Sample, ShownReject, thumbnail
-from transforms.core.specs import OutputFormat, ReadPolicy
-from transforms.core.tfrecord_io import Compression, iter_records
-from transforms.storage import fsutil, layout, reads
+from tfrecord_pipelines.transforms.core import report_html
+from tfrecord_pipelines.transforms.core.records import Reason
+from tfrecord_pipelines.transforms.core.report_html import ReportInputs, Sample, ShownReject, thumbnail
+from tfrecord_pipelines.transforms.core.specs import OutputFormat, ReadPolicy
+from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, iter_records
+from tfrecord_pipelines.transforms.storage import fsutil, layout, reads
 
 REPORT = "report.html"
 MAX_CLASSES = 24                 # classes on the contact sheet
@@ -97,7 +97,7 @@ def _decoder(m: dict, roles: dict):
     the report reads."""
     from tfx_bsl.coders import example_coder
 
-    from transforms.core.features import tfmd_schema
+    from tfrecord_pipelines.transforms.core.features import tfmd_schema
     wanted = {roles[r]: m["features"][roles[r]] for r in ("encoded", "text", "label", "target", "filename",
                                                            "sha256", "width", "height") if r in roles}
     return example_coder.ExamplesToRecordBatchDecoder(tfmd_schema(wanted, required=False).SerializeToString())
@@ -110,7 +110,7 @@ def _records(output: str, m: dict, entry: dict) -> Iterable[bytes]:
     f = fsutil.open_read(path)
     try:
         if fmt is OutputFormat.ARRAY_RECORD:
-            from transforms.storage import array_record_io
+            from tfrecord_pipelines.transforms.storage import array_record_io
             it = array_record_io.records_of(f, path, fmt, compression, drain=False)
         else:
             it = iter_records(f, compression)

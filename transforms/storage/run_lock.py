@@ -15,8 +15,8 @@ import os
 import socket
 import sys
 
-from transforms.core.errors import ConversionError
-from transforms.storage import fsutil, layout
+from tfrecord_pipelines.transforms.core.errors import ConversionError
+from tfrecord_pipelines.transforms.storage import fsutil, layout
 
 
 class LockHeld(ConversionError):

@@ -27,7 +27,7 @@ from typing import Iterable, Iterator, NamedTuple, Union
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from transforms.core.records import Batch, pack, unpack
+from tfrecord_pipelines.transforms.core.records import Batch, pack, unpack
 
 
 _made: set = set()  # spill folders this process made
