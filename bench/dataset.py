@@ -1,5 +1,5 @@
 """Benchmark datasets, built with the project's own generator
-(`tfrecord_tfrecord_pipelines.sample_data.make_imagefolder`) and cached.
+(`tfrecord_pipelines.sample_data.make_imagefolder`) and cached.
 
 One generated *pool* holds `classes` x `per_class` images, enough for the
 largest size. Each size N is a tree of hard links to the first N images of the
@@ -75,7 +75,7 @@ def ensure_pool(data_dir: str, classes: int, per_class: int, seed: int, scale: f
     os.makedirs(tmp)
     made = make_imagefolder(tmp, classes=classes, per_class=per_class, seed=seed, scale=scale)
     info = dict(want, per_class=per_class, images=made["images"], bytes=made["bytes"],
-                generator="tfrecord_tfrecord_pipelines.sample_data.make_imagefolder",
+                generator="tfrecord_pipelines.sample_data.make_imagefolder",
                 generate_seconds=round(time.time() - t, 1))
     _write_info(tmp, info)
     os.replace(tmp, folder)
@@ -126,7 +126,7 @@ def ensure_size(data_dir: str, n: int, classes: int = 100, seed: int = 0, scale:
         w.writerow(["filename", "label"])
         w.writerows(sorted(rows))
     info = dict(want, bytes=total, mean_bytes=round(total / n), classes_used=len({r[1] for r in rows}),
-                pool=os.path.basename(pool["root"]), generator="tfrecord_tfrecord_pipelines.sample_data.make_imagefolder")
+                pool=os.path.basename(pool["root"]), generator="tfrecord_pipelines.sample_data.make_imagefolder")
     _write_info(tmp, info)
     os.replace(tmp, folder)
     return dict(info, root=folder, train=os.path.join(folder, "train"))
