@@ -601,17 +601,45 @@ def _orientation(data: bytes) -> int:
 
 
 def exif_orientation(im: Image.Image) -> int:
-    """The EXIF orientation to apply, 1-8, read before the image is decoded
-    (Pillow's TIFF reader forgets it once loaded). Anything else counts as 1,
-    the pixels as stored (which is how TensorFlow decodes them): a value out
-    of 1-8 (a LONG 4294967294, a negative SSHORT, 0, 9), one of another type
-    (the text "6", a rational), several values, or an EXIF block that does
-    not parse."""
-    try:
-        value = im.getexif().get(0x0112, 1)
-    except Exception:  # Pillow's EXIF parser raises many types on damaged blocks
+    """The EXIF orientation to apply to a Pillow image, 1-8, read from the
+    file's EXIF bytes (Pillow's own parser takes the first of several
+    values, and reads XMP too). Only a single
+    SHORT or LONG of 1-8 counts: anything else (a LONG 4294967294, a
+    negative SSHORT, 0, 9, the text "6", a rational, two values, an EXIF
+    block that does not parse) is 1, the pixels as stored, which is how
+    TensorFlow decodes them."""
+    if im.format == "TIFF":
+        # Pillow's TIFF reader turns a TIFF itself: its size is upright from the header on, and
+        # loading turns the pixels to match (both by the directory's tag 0x0112). Nothing is left to turn.
         return 1
-    return value if type(value) is int and 1 <= value <= 8 else 1  # noqa: E721 (bool is not an orientation)
+    raw = im.info.get("exif")
+    if isinstance(raw, bytes):
+        return _orientation_in_exif(raw[6:] if raw.startswith(b"Exif\x00\x00") else raw)
+    return 1
+
+
+def _orientation_in_exif(tiff: bytes) -> int:
+    """The Orientation entry (0x0112) of a TIFF-structured EXIF block's first
+    directory: one SHORT or LONG of 1-8, else 1."""
+    if tiff[:4] == b"II*\x00":
+        order = "<"
+    elif tiff[:4] == b"MM\x00*":
+        order = ">"
+    else:
+        return 1
+    try:
+        (ifd,) = struct.unpack_from(order + "I", tiff, 4)
+        (entries,) = struct.unpack_from(order + "H", tiff, ifd)
+        for i in range(min(entries, 1000)):
+            tag, kind, count = struct.unpack_from(order + "HHI", tiff, ifd + 2 + 12 * i)
+            if tag == 0x0112:
+                if count != 1 or kind not in (3, 4):
+                    return 1
+                (value,) = struct.unpack_from(order + ("H" if kind == 3 else "I"), tiff, ifd + 10 + 12 * i)
+                return value if 1 <= value <= 8 else 1
+    except struct.error:  # the block ends inside its directory
+        return 1
+    return 1
 
 
 # Pillow's transposition for each EXIF orientation, as ImageOps.exif_transpose applies it.
