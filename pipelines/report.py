@@ -9,6 +9,7 @@ from tfrecord_pipelines.transforms.core.specs import LabelType
 from tfrecord_pipelines.transforms.storage import fsutil, layout
 from tfrecord_pipelines.transforms.core.units import human_bytes, plural  # noqa: F401 (re-exported)
 from tfrecord_pipelines.transforms.storage.progress import read_totals, reporting_pids
+from tfrecord_pipelines.transforms.storage.report_data import DEADLINE_SECONDS as REPORT_DEADLINE
 
 
 class TracebackFilter:
@@ -78,6 +79,9 @@ class ProgressLine:
             parts.append(f"written {w['records']:,} records, {human_bytes(w['bytes'])}")
         done = (w or v or {"records": 0, "bytes": 0})
         parts.append(f"{done['records'] / secs:,.0f} rec/s, {human_bytes(done['bytes'] / secs)}/s")
+        if "report" in t:  # the publish step builds report.html (transforms/storage/report_data.py)
+            parts.append(f"building report.html (thumbnails, charts; at most {REPORT_DEADLINE:g} s)")
+            return " | ".join(parts)
         stalled = self._stalled((v or {}).get("records", 0) + (v or {}).get("rejected", 0), done["records"])
         if stalled:
             parts.append(stalled)
@@ -126,6 +130,8 @@ def print_summary(output: str, seconds: float, out=None) -> None:
                   f"{plural(empty, 'shard')} {'is' if empty == 1 else 'are'} empty", file=sys.stderr)
     for line in count_lines(c, "written", m["rejects_by_reason"], fsutil.join(output, layout.REJECTS)):
         print(line, file=out)
+    for line in report_lines(m.get("report")):
+        print(line, file=sys.stderr)
     excluded = c.get("excluded") or {}
     if excluded:
         print("not listed: " + ", ".join(f"{k} {v:,}" for k, v in excluded.items()), file=out)
@@ -135,6 +141,22 @@ def print_summary(output: str, seconds: float, out=None) -> None:
               f"{fsutil.join(output, layout.LABEL_MAP)}", file=out)
     elif lm["kind"] == LabelType.FLOAT:
         print("labels: float regression targets (image/target)", file=out)
+
+
+def report_lines(note) -> list:
+    """What the console says of report.html (the manifest's "report"): a page
+    that could not be built, or one the deadline cut short, with where its
+    time went; nothing when it was built in full."""
+    if not isinstance(note, dict):
+        return []
+    if note.get("error") or not note.get("file"):
+        return [f"warning: report.html was not written: {str(note.get('error') or 'no reason given')[:300]} "
+                "(`tfrecords report OUTPUT` builds it again)"]
+    if note.get("cut"):
+        spent = note.get("spent") if isinstance(note.get("spent"), dict) else {}
+        where = ", ".join(f"{k} {v} s" for k, v in spent.items())
+        return [f"warning: report.html is incomplete: {note['cut']} ({where})"]
+    return []
 
 
 def count_lines(c: dict, kept: str, by_reason: dict, rejects_path: str) -> list:

@@ -40,13 +40,14 @@ def main(argv: Optional[list] = None) -> int:
     target = fsutil.normalize_root(args.to) if args.to else fsutil.join(output, report_data.REPORT)
     started = time.monotonic()
     try:
-        page = report_data.build(output, m, args.deadline)
+        budget = report_data.Budget(args.deadline)
+        page = report_data.build(output, m, args.deadline, budget)
         fsutil.write_bytes(target, page.encode("utf-8"))
     except Exception as e:  # unreadable shards are noted in the page; this is a failure to build or write it
         print(f"error: the report of {output} could not be built or written: {type(e).__name__}: {e}",
               file=sys.stderr)
         return 1
-    print(f"wrote {target} ({len(page) / 1e3:,.0f} KB) in {time.monotonic() - started:.1f} s")
+    print(f"wrote {target} ({len(page) / 1e3:,.0f} KB) in {time.monotonic() - started:.1f} s: {budget.summary()}")
     return 0
 
 

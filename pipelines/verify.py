@@ -364,6 +364,9 @@ def main(argv: Optional[list] = None) -> int:
     if report.ok:
         print(f"OK: {plural(report.shards, 'shard')}, {plural(report.records, 'record')}, "
               f"{human_bytes(report.bytes)} match the manifest")
+        if not args.decode:
+            print("note: images were not decoded, so whether each decodes in TensorFlow to its recorded height, "
+                  "width and channels is not checked: run with --decode for that")
         return 0
     print(f"FAILED: {len(report.errors)} problem(s) in {args.output}", file=sys.stderr)
     return 1

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, convert, make_tree, manifest, read_examples, shard_files
+from conftest import ROOT, convert, make_tree, manifest, read_examples, scalar, shard_files, write
 from tfrecord_pipelines.verify import verify_output
 from tfrecord_pipelines.transforms.storage import fsutil, layout
 
@@ -311,3 +311,52 @@ def test_manifest_reader_names_what_is_wrong(tree, tmp_path):
             layout.parse_manifest(json.dumps(m).encode())
     with pytest.raises(layout.ManifestError, match="not valid JSON"):
         layout.parse_manifest(b"")
+
+
+def _large_jpeg_with_prefix(prefix_comment: bytes, seed: int) -> bytes:
+    """A noisy 64x48 JPEG whose first bytes (SOI, two comment segments of
+    `prefix_comment`) are shared with any other made with the same comment;
+    the pixels differ by seed."""
+    import io as _io
+
+    import numpy as np
+    from PIL import Image as _Image
+    arr = np.random.RandomState(seed).randint(0, 255, (48, 64, 3)).astype("uint8")
+    buf = _io.BytesIO()
+    _Image.fromarray(arr).save(buf, "JPEG", quality=90)
+    data = buf.getvalue()
+    segment = b"\xff\xfe" + (len(prefix_comment) + 2).to_bytes(2, "big") + prefix_comment
+    return data[:2] + segment * 2 + data[2:]
+
+
+def test_large_images_sharing_a_prefix_are_distinct(tmp_path):
+    """Every other test image is under 24 KB: a content hash of only the first
+    64 KiB would pass them all. Two different images of ~140 KB whose first
+    130 KB are the same bytes must hash differently, and a true copy must still be
+    found, with each record's bytes read back whole."""
+    import hashlib
+    comment = bytes(range(256)) * 255  # 65,280 bytes in each of two COM segments
+    a, b = _large_jpeg_with_prefix(comment, 1), _large_jpeg_with_prefix(comment, 2)
+    shared = next(i for i in range(min(len(a), len(b))) if a[i] != b[i])
+    assert shared > 65536 + 4096 and len(a) > shared and len(b) > shared, (shared, len(a), len(b))
+    root = str(tmp_path / "images")
+    files = {"cat/a.jpg": a, "cat/b.jpg": b, "dog/a_copy.jpg": a}
+    for rel, data in files.items():
+        write(os.path.join(root, rel), data)
+    out = str(tmp_path / "out")
+    assert convert("--input", root, "--output", out) == 0
+    rows = {scalar(r, "image/filename"): r for r in read_examples(out, "train")}
+    assert set(rows) == set(files)
+    for rel, data in files.items():
+        assert rows[rel]["image/encoded"][0] == data, rel
+        assert scalar(rows[rel], "image/key/sha256") == hashlib.sha256(data).hexdigest(), rel
+    assert scalar(rows["cat/a.jpg"], "image/key/sha256") != scalar(rows["cat/b.jpg"], "image/key/sha256")
+    groups = manifest(out)["quality"]["duplicates"]["examples"]
+    assert [sorted(f["path"] for f in g["files"]) for g in groups] == [["cat/a.jpg", "dog/a_copy.jpg"]], groups
+    out2 = str(tmp_path / "out2")
+    assert convert("--input", root, "--output", out2, "--duplicates", "reject", "--max_reject_fraction", "1") == 0
+    with open(os.path.join(out2, "rejects.jsonl"), encoding="utf-8") as f:
+        rejected = {json.loads(line)["path"]: json.loads(line)["reason"] for line in f}
+    assert rejected == {"dog/a_copy.jpg": "duplicate_content"}
+    kept = {scalar(r, "image/filename"): r["image/encoded"][0] for r in read_examples(out2, "train")}
+    assert kept == {"cat/a.jpg": a, "cat/b.jpg": b}

@@ -386,3 +386,99 @@ def test_many_classes_make_one_curve_per_split_and_a_capped_contact_sheet(tmp_pa
     path.write_text(page, encoding="utf-8")
     assert_renders(str(path), min_charts=2, min_thumbs=96)
     print(f"1,000-class page built in {built:.2f} s, {len(page) / 1e3:.0f} KB")
+
+
+# ---- labels in the chart library's math syntax; the time bound ----------------------------------------------------
+
+MATH_NAMES = ["$$", "$100_$200", "a_$b^c$", "\\frac{1}{2}", "$x"]
+
+
+def test_class_names_in_math_syntax_keep_the_report(tmp_path):
+    """matplotlib parses "$...$" as math: "$$" failed the whole page and
+    "$100_$200" drew a subscript. Labels are drawn as the text they are."""
+    root = str(tmp_path / "images")
+    for i, name in enumerate(MATH_NAMES):
+        for j in range(3):
+            write(os.path.join(root, name, f"{j}.jpg"), image_bytes(48, 32, seed=10 * i + j))
+    out = str(tmp_path / "out")
+    assert convert("--input", root, "--output", out) == 0
+    m = manifest(out)
+    assert m["report"]["file"] == "report.html", m["report"]
+    assert set(m["label_map"]["classes"]) == set(MATH_NAMES)
+    page = assert_renders(os.path.join(out, "report.html"), min_charts=2, min_thumbs=len(MATH_NAMES) * 3)
+    for name in MATH_NAMES:
+        assert name in page["text"], name
+
+
+def test_a_report_failure_is_said_on_the_console(tree, tmp_path, monkeypatch, capfd):
+    from tfrecord_pipelines.transforms.core import report_html
+    root, _ = tree
+
+    def broken(*a, **k):
+        raise ValueError("planted failure")
+
+    monkeypatch.setattr(report_html, "build_html", broken)
+    out = str(tmp_path / "out")
+    assert convert("--input", root, "--output", out) == 0
+    err = capfd.readouterr().err
+    assert "report.html was not written" in err and "planted failure" in err, err
+
+
+def _slow_progressive(scans: int, w: int, h: int, seed: int) -> bytes:
+    """A progressive JPEG whose last scan is repeated: each scan is another pass over the image."""
+    data = image_bytes(w, h, seed=seed, progressive=True)
+    sos = [m.start() for m in re.finditer(rb"\xff\xda", data)]
+    return data[:len(data) - 2] + data[sos[-1]:len(data) - 2] * (scans - len(sos)) + b"\xff\xd9"
+
+
+def test_thumbnails_are_bounded_before_decoding():
+    from tfrecord_pipelines.transforms.core.report_html import thumbnail
+    started = time.monotonic()
+    assert thumbnail(_slow_progressive(6000, 64, 48, 1)) == b""   # over validation's 200 scans
+    assert thumbnail(_slow_progressive(150, 1600, 1200, 2)) == b""  # 150 scans of 1.9 MP: ~8 s of decoding
+    assert time.monotonic() - started < 2.0
+    assert thumbnail(image_bytes(1600, 1200, progressive=True)) != b""  # a real progressive photo
+
+
+def test_the_deadline_holds_while_thumbnails_are_decoding(tmp_path, capsys):
+    """Rejected files (unknown labels: previewable) that take seconds each to
+    decode, under the per-image cap: `tfrecords report --deadline 2` returns
+    by its deadline, the page says what was cut and where the time went."""
+    from tfrecord_pipelines.report_cmd import main as report_main
+    from tfrecord_pipelines.transforms.storage import report_data
+    root = str(tmp_path / "images")
+    make_tree(root, per_class=2)
+    for i in range(3):  # ~60 scans of 1600x1200: ~3 s each, within the thumbnails' cap
+        write(os.path.join(root, "zz_new", f"{i}.jpg"), _slow_progressive(60, 1600, 1200, 20 + i))
+    with open(str(tmp_path / "map.json"), "w") as f:
+        json.dump({"cat": 0, "dog": 1, "bird": 2}, f)
+    out = str(tmp_path / "out")
+    assert convert("--input", root, "--output", out, "--label_map", str(tmp_path / "map.json"),
+                   "--max_reject_fraction", "1", "--validate", "header") == 0
+    assert {r["reason"] for r in map(json.loads, open(os.path.join(out, "rejects.jsonl")))} == {"unknown_label"}
+    capsys.readouterr()
+    started = time.monotonic()
+    assert report_main([out, "--deadline", "2"]) == 0
+    took = time.monotonic() - started
+    printed = capsys.readouterr().out
+    gathered = float(re.search(r"gathered in ([0-9.]+) s", printed).group(1))
+    assert gathered < 2 + 1.5, printed  # the thumbnails' decodes stop at the deadline, mid-file
+    assert took < 2 + 8.0, took  # and drawing the page after it (~1 s on a quiet machine)
+    assert "not made by the 2 s deadline" in printed and "waiting for thumbnails" in printed, printed
+    with open(os.path.join(out, report_data.REPORT), encoding="utf-8") as f:
+        assert "deadline" in f.read()
+
+
+def test_the_progress_line_says_the_report_is_being_built(tmp_path, monkeypatch):
+    from tfrecord_pipelines.report import ProgressLine
+    from tfrecord_pipelines.transforms.core.errors import NOTES_ENV
+    from tfrecord_pipelines.transforms.storage import progress
+    folder = str(tmp_path / "run")
+    os.makedirs(folder)
+    monkeypatch.setenv(NOTES_ENV, folder)
+    line = ProgressLine(folder, "on", str(tmp_path), 120.0)
+    progress.Progress(folder, "write").add(10, 1000)
+    progress.Progress(folder, "write").flush(force=True)
+    assert "report.html" not in line.line()
+    progress.mark_stage("report")
+    assert "building report.html" in line.line() and "reading" not in line.line()

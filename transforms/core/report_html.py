@@ -23,11 +23,12 @@ from typing import Iterable, NamedTuple, Optional
 
 from PIL import Image, ImageOps
 
-from tfrecord_pipelines.transforms.core import quality
+from tfrecord_pipelines.transforms.core import images, quality
 from tfrecord_pipelines.transforms.core.units import human_bytes, plural
 
 THUMB_PX = 112               # a thumbnail's longer side
 MAX_THUMB_SOURCE_PIXELS = 50_000_000   # larger images get no thumbnail (decompression bombs)
+MAX_THUMB_SCAN_PIXELS = 200_000_000    # progressive scans x pixels: 20 scans of 10 MP (encoders write ~10)
 MAX_CLASS_BARS = 40          # more classes: one count curve per split instead of labelled bars
 MAX_SHOWN_GROUPS = 12        # duplicate groups and near-duplicate pairs shown
 MAX_FILES_PER_GROUP = 4
@@ -63,12 +64,33 @@ class ReportInputs:
     notes: list = dataclasses.field(default_factory=list)       # how the inputs were gathered (caps, failures)
 
 
-def thumbnail(data: bytes, px: int = THUMB_PX) -> bytes:
+class _Stoppable(io.BytesIO):
+    """The bytes of an image for Pillow, read 64 KiB at a time as it decodes:
+    a read after `stop()` turns true fails, which ends the decode there (a
+    thread cannot be stopped from outside)."""
+
+    def __init__(self, data: bytes, stop):
+        super().__init__(data)
+        self._stop = stop
+
+    def read(self, size=-1):
+        if self._stop is not None and self._stop():
+            raise OSError("stopped: the report's deadline passed")
+        return super().read(size)
+
+
+def thumbnail(data: bytes, px: int = THUMB_PX, stop=None) -> bytes:
     """A JPEG thumbnail (longer side px) of an image as stored, not rotated
     by EXIF (TensorFlow decodes it unrotated too); b"" if it does not decode
-    or claims too many pixels."""
+    or claims too many pixels, or would cost far more to decode than any real
+    photo (images.decode_cost_problem: a JPEG of thousands of progressive
+    scans took 45 s): each decode's work is bounded before it starts, and
+    `stop` (a callable: true when it is time to give up) ends it between
+    reads."""
+    if images.decode_cost_problem(data, MAX_THUMB_SCAN_PIXELS):
+        return b""
     try:
-        with Image.open(io.BytesIO(data)) as im:
+        with Image.open(_Stoppable(data, stop)) as im:
             if im.width * im.height > MAX_THUMB_SOURCE_PIXELS:
                 return b""
             # JPEG: decode at the smallest scale still twice the thumbnail (as
@@ -110,11 +132,20 @@ def _figure(width: float, height: float):
 
 
 def _png_uri(fig, tight: bool = True) -> str:
+    import matplotlib
+    from matplotlib.text import Text
     buf = io.BytesIO()
-    # bbox_inches="tight" fits the labels with one extra draw (a layout engine costs several); a chart
-    # whose labels have a known extent sets its margins itself and is drawn once.
-    fig.savefig(buf, format="png", metadata={"Software": None}, **({"bbox_inches": "tight", "pad_inches": 0.08}
-                                                                    if tight else {}))
+    # Labels are data (class and split names): never matplotlib's math syntax ("$100_$200" would be
+    # parsed, "$$" fails the whole page) nor TeX. Texts made so far are told so; those made while
+    # drawing (tick labels) take it from rcParams.
+    for text in fig.findobj(Text):
+        text.set_parse_math(False)
+        text.set_usetex(False)
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+        # bbox_inches="tight" fits the labels with one extra draw (a layout engine costs several); a chart
+        # whose labels have a known extent sets its margins itself and is drawn once.
+        fig.savefig(buf, format="png", metadata={"Software": None},
+                    **({"bbox_inches": "tight", "pad_inches": 0.08} if tight else {}))
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 

@@ -41,6 +41,17 @@ class Progress:
             pass  # progress is best-effort; the folder may be gone at teardown
 
 
+def mark_stage(stage: str) -> None:
+    """Notes in a local run's folder (where its errors are noted too,
+    transforms/core/errors.py) that the run has reached `stage` (e.g.
+    "report": the publish step builds report.html), so that the progress line
+    says what the time goes to. Nothing outside a local run."""
+    from tfrecord_pipelines.transforms.core.errors import NOTES_ENV
+    folder = os.environ.get(NOTES_ENV)
+    if folder and os.path.isdir(folder):
+        Progress(folder, stage).flush(force=True)
+
+
 def reporting_pids(folder: str) -> set:
     """The process ids that wrote progress files: which worker processes did work."""
     try:

@@ -22,10 +22,10 @@ from typing import Iterable, Optional
 
 from tfrecord_pipelines.transforms.core import report_html
 from tfrecord_pipelines.transforms.core.records import Reason
-from tfrecord_pipelines.transforms.core.report_html import ReportInputs, Sample, ShownReject, thumbnail
+from tfrecord_pipelines.transforms.core.report_html import THUMB_PX, ReportInputs, Sample, ShownReject, thumbnail
 from tfrecord_pipelines.transforms.core.specs import OutputFormat, ReadPolicy
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, iter_records
-from tfrecord_pipelines.transforms.storage import fsutil, layout, reads
+from tfrecord_pipelines.transforms.storage import fsutil, layout, progress, reads
 
 REPORT = "report.html"
 MAX_CLASSES = 24                 # classes on the contact sheet
@@ -51,11 +51,19 @@ log = logging.getLogger(__name__)
 class Budget:
     """The caps of one gathering, and the threads that make its thumbnails:
     a thumbnail is a future until resolve() (a report on a bucket waits for
-    each source file it opens; locally the decodes use every core)."""
+    each source file it opens; locally the decodes use every core). The
+    deadline holds for real: resolve() waits for no thumbnail past it. A
+    thread cannot be stopped, so each decode's work is bounded before it
+    starts (report_html.thumbnail's pixel and cost caps) and one still
+    running at the deadline ends in the background, its result unused."""
 
     def __init__(self, seconds: float):
-        self.end = time.monotonic() + seconds
+        self.seconds = seconds
+        self.start = time.monotonic()
+        self.end = self.start + seconds
         self.source_reads = 0
+        self.late = 0                  # thumbnails not made by the deadline
+        self.spent: dict = {}          # {what: seconds} of the gathering, for the notes and the log
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
 
     def out_of_time(self) -> bool:
@@ -67,23 +75,47 @@ class Budget:
         return self._pool.submit(fn, *args)
 
     def resolve(self, inputs: ReportInputs) -> ReportInputs:
-        """The inputs with every thumbnail made (b"" for one that failed); the threads end."""
-        inputs.samples = [s._replace(thumb=_made(s.thumb)) for s in inputs.samples]
-        inputs.rejects = [r._replace(thumb=_made(r.thumb)) for r in inputs.rejects]
-        inputs.thumbs = {p: _made(t) for p, t in inputs.thumbs.items()}
+        """The inputs with every thumbnail made by the deadline (b"" for one
+        that failed or was late); the threads are let go."""
+        inputs.samples = [s._replace(thumb=self._made(s.thumb)) for s in inputs.samples]
+        inputs.rejects = [r._replace(thumb=self._made(r.thumb)) for r in inputs.rejects]
+        inputs.thumbs = {p: self._made(t) for p, t in inputs.thumbs.items()}
         if self._pool is not None:
-            self._pool.shutdown()
+            self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
         return inputs
 
+    def _made(self, thumb) -> bytes:
+        if not isinstance(thumb, concurrent.futures.Future):
+            return thumb
+        try:
+            return thumb.result(timeout=max(self.end - time.monotonic(), 0.0))
+        except concurrent.futures.TimeoutError:
+            thumb.cancel()
+            self.late += 1
+            return b""
+        except Exception:  # thumbnail() returns b"" for bad bytes; anything else: no preview either
+            return b""
 
-def _made(thumb) -> bytes:
-    if not isinstance(thumb, concurrent.futures.Future):
-        return thumb
-    try:
-        return thumb.result()
-    except Exception:  # thumbnail() returns b"" for bad bytes; anything else: no preview either
-        return b""
+    def timed(self, what: str):
+        """A context that adds its seconds to spent[what]."""
+        budget = self
+
+        class _Timer:
+            def __enter__(self):
+                self.t = time.monotonic()
+
+            def __exit__(self, *exc):
+                budget.spent[what] = budget.spent.get(what, 0.0) + time.monotonic() - self.t
+                return False
+        return _Timer()
+
+    def summary(self) -> str:
+        """Where the gathering's time went, e.g. for the log and the page's notes."""
+        total = time.monotonic() - self.start
+        parts = ", ".join(f"{k} {v:.1f} s" for k, v in self.spent.items())
+        return f"gathered in {total:.1f} s ({parts})" + (
+            f"; {self.late:,} thumbnails not made by the {self.seconds:g} s deadline" if self.late else "")
 
 
 def _roles(m: dict) -> dict:
@@ -174,7 +206,7 @@ def scan_shards(output: str, m: dict, inputs: ReportInputs, wanted: set, budget:
                         elif nbytes >= MAX_SCAN_BYTES:
                             cut = f"{MAX_SCAN_BYTES >> 20} MB of records"
                         elif budget.out_of_time():
-                            cut = f"{DEADLINE_SECONDS:g} s"
+                            cut = f"the {budget.seconds:g} s deadline"
                     if batch and (data is None or len(batch) >= _BATCH or cut):
                         for row in decoder.DecodeBatch(batch).to_pylist():
                             _take(row, roles, split, names, classed, per_label, accept, wanted, inputs, budget)
@@ -201,7 +233,7 @@ def _take(row: dict, roles: dict, split: str, names: dict, classed: bool, per_la
     if data is None:
         return
     if path in wanted and path not in inputs.thumbs:
-        inputs.thumbs[path] = budget.later(thumbnail, data)
+        inputs.thumbs[path] = budget.later(thumbnail, data, THUMB_PX, budget.out_of_time)
     if classed:
         text = _first(row, roles.get("text"))
         lid = _first(row, roles.get("label"))
@@ -212,7 +244,8 @@ def _take(row: dict, roles: dict, split: str, names: dict, classed: bool, per_la
         target = _first(row, roles.get("target"))
         caption = f"{path} (target {target:g})" if target is not None else path
     if accept(label):
-        per_label.setdefault(label, []).append(Sample(label, split, caption, budget.later(thumbnail, data)))
+        per_label.setdefault(label, []).append(Sample(label, split, caption,
+                                                      budget.later(thumbnail, data, THUMB_PX, budget.out_of_time)))
 
 
 def source_path(root: str, rel: str) -> Optional[str]:
@@ -248,7 +281,7 @@ def _file_thumbnail(path: str, budget: Budget) -> bytes:
         data, _, _ = reads.read_input(path, 0, -1, ReadPolicy(timeout=30.0, max_file_bytes=MAX_SOURCE_BYTES))
     except Exception:  # gone, unreadable, not a file, too large: no preview
         return b""
-    return thumbnail(data)
+    return thumbnail(data, THUMB_PX, budget.out_of_time)
 
 
 def pick_rejects(rows: Iterable) -> list:
@@ -313,40 +346,55 @@ def add_rejects(inputs: ReportInputs, rejects: list, root: str, budget: Budget) 
         inputs.rejects.append(ShownReject(path, reason, str(r.get("detail", "")), str(r.get("split", "")), thumb))
 
 
-def gather(output: str, m: dict, deadline: float = DEADLINE_SECONDS) -> ReportInputs:
-    """The report's inputs from a published output and its manifest `m`."""
-    budget = Budget(deadline)
+def gather(output: str, m: dict, deadline: float = DEADLINE_SECONDS, budget: Optional[Budget] = None) -> ReportInputs:
+    """The report's inputs from a published output and its manifest `m`,
+    within `deadline` seconds (a note says what was cut, and where the time went)."""
+    budget = budget or Budget(deadline)
     inputs = ReportInputs()
     wanted = wanted_paths(m)
-    try:
-        scan_shards(output, m, inputs, set(wanted), budget)
-    except Exception as e:  # a damaged shard (verify says which), an unreadable format: report without samples
-        inputs.notes.append(f"the shards could not be sampled: {type(e).__name__}: {str(e)[:300]}")
+    with budget.timed("reading the shards"):
+        try:
+            scan_shards(output, m, inputs, set(wanted), budget)
+        except Exception as e:  # a damaged shard (verify says which), an unreadable format: report without samples
+            inputs.notes.append(f"the shards could not be sampled: {type(e).__name__}: {str(e)[:300]}")
     root = _source_root(m)
-    add_rejects(inputs, first_rejects(fsutil.join(output, m.get("rejects_file") or layout.REJECTS)), root, budget)
+    with budget.timed("reading rejects.jsonl"):
+        rejects = first_rejects(fsutil.join(output, m.get("rejects_file") or layout.REJECTS))
+    add_rejects(inputs, rejects, root, budget)
     for p in wanted:
         if p not in inputs.thumbs:
             inputs.thumbs[p] = source_thumbnail(root, p, budget)
-    budget.resolve(inputs)
-    if budget.out_of_time():
-        inputs.notes.append(f"gathering stopped after {DEADLINE_SECONDS:g} s; some thumbnails are missing")
+    with budget.timed("waiting for thumbnails"):
+        budget.resolve(inputs)
+    if budget.out_of_time() or budget.late:
+        inputs.notes.append(f"gathering stopped at the {budget.seconds:g} s deadline; some thumbnails are missing")
+    inputs.notes.append(budget.summary())
     return inputs
 
 
-def build(output: str, m: dict, deadline: float = DEADLINE_SECONDS) -> str:
+def build(output: str, m: dict, deadline: float = DEADLINE_SECONDS, budget: Optional[Budget] = None) -> str:
     """report.html's text for a published output."""
     started = time.monotonic()
-    inputs = gather(output, m, deadline)
-    page = report_html.build_html(m, inputs, title=output)
-    log.info("report for %s built in %.1f s", output, time.monotonic() - started)
+    budget = budget or Budget(deadline)
+    inputs = gather(output, m, deadline, budget)
+    with budget.timed("drawing the page"):
+        page = report_html.build_html(m, inputs, title=output)
+    log.info("report for %s built in %.1f s: %s", output, time.monotonic() - started, budget.summary())
     return page
 
 
 def write_report(output: str, m: dict, deadline: float = DEADLINE_SECONDS) -> dict:
-    """Writes report.html into `output`; returns what the manifest notes of it."""
+    """Writes report.html into `output`; returns what the manifest notes of
+    it: the file, its seconds, where they went, and what the deadline cut."""
     started = time.monotonic()
-    fsutil.write_bytes(fsutil.join(output, REPORT), build(output, m, deadline).encode("utf-8"))
-    return {"file": REPORT, "seconds": round(time.monotonic() - started, 2)}
+    budget = Budget(deadline)
+    progress.mark_stage("report")  # a local run's progress line then says where the time goes
+    fsutil.write_bytes(fsutil.join(output, REPORT), build(output, m, deadline, budget).encode("utf-8"))
+    note = {"file": REPORT, "seconds": round(time.monotonic() - started, 2),
+            "spent": {k: round(v, 2) for k, v in budget.spent.items()}}
+    if budget.late or budget.out_of_time():
+        note["cut"] = f"stopped at the {deadline:g} s deadline; {budget.late:,} thumbnails not made"
+    return note
 
 
 def write_report_safely(output: str, m: dict, deadline: float = DEADLINE_SECONDS) -> dict:
