@@ -19,7 +19,7 @@ import sys
 import tempfile
 from typing import Optional
 
-from tfrecord_pipelines import output_guard, runtime
+from tfrecord_pipelines import offline, output_guard, runtime
 from tfrecord_pipelines.config import ConvertConfig
 from tfrecord_pipelines.parse import UsageError
 from tfrecord_pipelines.report import ProgressLine, TracebackFilter
@@ -54,6 +54,7 @@ class Run:
         self.cfg = cfg
         self.handed_off = False  # a remote job was submitted: it ends the run itself
         self.worker_pids: set = set()  # local runs: the processes that reported progress
+        self.result = None  # Beam's PipelineResult (a dry run's holds the job it built)
 
     def execute(self, options, runner, debug: bool = False) -> str:
         """Builds and runs the pipeline: "dry_run", "submitted" or "done"."""
@@ -74,7 +75,7 @@ class Run:
                 # Beam's own worker processes (when not forked from our zygote) start inside p.run().
                 with workers_stderr_to_log(not debug and local), progress, _filtered_stderr(not debug), \
                         _error_notes(folder if local else ""):
-                    result = p.run()
+                    result = self.result = p.run()
                     if options.view_as(TestOptions).dry_run:
                         return "dry_run"
                     if not local:
@@ -119,6 +120,10 @@ def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool):
     """Checks the output, takes its lock, removes what earlier runs left;
     on leaving, however it leaves, ends the run unless a remote job took it."""
     out = cfg.output
+    if offline.skip(out.lock_dir, f"--output {out.output}: permission to write there, whether it already holds a "
+                    "dataset, and its lock (taken when the job is submitted)"):
+        yield Run(cfg)  # a dry run: no lock to take, nothing to end
+        return
     # The friendly checks first: taking the lock creates the folder, and would
     # fail with a raw OSError on a file or an unwritable place.
     check_output_path(out.lock_dir)

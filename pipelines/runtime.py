@@ -48,6 +48,24 @@ def is_local(options) -> bool:
     return (options.view_as(StandardOptions).runner or "").lower() in LOCAL_NAMES
 
 
+def runner_name(options) -> str:
+    from apache_beam.options.pipeline_options import StandardOptions
+    runner = options.view_as(StandardOptions).runner or ""
+    return runner if isinstance(runner, str) else type(runner).__name__
+
+
+def is_dataflow(options) -> bool:
+    return runner_name(options).lower() in ("dataflowrunner", "dataflow")
+
+
+def remote_dry_run(options) -> bool:
+    """Beam's --dry_run with Dataflow: the job is built on this machine and not
+    submitted, so nothing may need the network (pipelines/offline.py). Beam's
+    other remote runners ignore --dry_run (convert refuses it with them)."""
+    from apache_beam.options.pipeline_options import TestOptions
+    return bool(options.view_as(TestOptions).dry_run) and is_dataflow(options)
+
+
 def _given(argv: list, flag: str) -> bool:
     return any(a == f"--{flag}" or a.startswith(f"--{flag}=") for a in argv)
 
