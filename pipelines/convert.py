@@ -115,6 +115,8 @@ def _configure(argv: list, check_only: bool = False) -> tuple:
     if check_only:  # validate and report, whether or not the inputs changed since LATEST (--versioned)
         cfg = dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, check_only=True, republish=True))
     runner = runtime.choose_runner(options, argv, quiet=not opts.debug)
+    if not local and not offline.active():
+        runtime.check_external_workers(options)  # a local worker pool that would start no worker
     return options, cfg, runner
 
 

@@ -191,16 +191,34 @@ class _Reader:
                 raise _unavailable("reading", path, e, timeout) from e
             raise
 
-    def read(self, n: int = -1) -> bytes:
+    def _call(self, fn, *args):
         from google.api_core import exceptions as gexc
         try:
-            return self._f.read(n)
+            return fn(*args)
         except gexc.NotFound:
             raise FileNotFoundError(self._path) from None
         except Exception as e:
             if _is_infrastructure(e):
                 raise _unavailable("reading", self._path, e, self._timeout) from e
             raise
+
+    def read(self, n: int = -1) -> bytes:
+        return self._call(self._f.read, n)
+
+    def readline(self, n: int = -1) -> bytes:
+        return self._call(self._f.readline, n)
+
+    def __iter__(self):
+        while line := self.readline():
+            yield line
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._call(self._f.seek, offset, whence)
+
+    def __getattr__(self, name):  # tell, seekable, readable, ...
+        if name == "_f":
+            raise AttributeError(name)
+        return getattr(self._f, name)
 
     def close(self) -> None:
         self._f.close()
