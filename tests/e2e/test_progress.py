@@ -90,3 +90,23 @@ def test_no_bar_where_nobody_watches_unless_asked(tmp_path):
     assert code == 0 and not FRAME.search(err) and "img/s" not in err, err
     code, err = _run(["--input", root, "--output", str(tmp_path / "c"), "--progress", "on"], root, tty=False)
     assert code == 0 and FRAME.search(err), err
+
+
+def test_where_nobody_watches_a_stall_is_still_one_line(tmp_path, capsys):
+    from tfrecord_pipelines.report import ProgressLine
+    from tfrecord_pipelines.transforms.storage.progress import Progress, expect
+    folder = str(tmp_path / "progress")
+    os.makedirs(folder)
+    line = ProgressLine(folder, "auto", "gs://bucket/images", 120.0)  # stderr is captured: not a terminal
+    expect(folder, "write", 10)
+    p = Progress(folder, "write")
+    p.add(3, 100)
+    p.flush(force=True)
+    line._update()
+    line._changed -= ProgressLine.STALL_SECONDS + 5  # as if that long had passed with nothing new
+    line._update()
+    line._update()  # the same stall: said once
+    err = capsys.readouterr().err
+    assert err.count("nothing new for") == 1 and "reading gs://bucket/images" in err, err
+    assert "--io_timeout 120 s" in err and "img/s" not in err
+    assert line.state() == ("writing", 3, 10, "0 rejected, 100 B written")
