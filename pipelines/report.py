@@ -150,10 +150,11 @@ class ProgressLine:
             except (AttributeError, OSError, ValueError):
                 sized = False
             self._bar = tqdm(desc=phase, total=total, unit=" img", dynamic_ncols=sized, ncols=None if sized else 100,
-                             nrows=None if sized else 24, file=sys.stderr, leave=True, mininterval=self.INTERVAL)
+                             nrows=None if sized else 24, file=sys.stderr, leave=True, mininterval=self.INTERVAL,
+                             miniters=1)  # we update in jumps: tqdm's dynamic miniters would skip redraws
         elif phase != self._phase and phase != "report.html":
-            self._bar.reset(total=total)  # the rate and time left of this phase only
             self._bar.set_description(phase, refresh=False)
+            self._bar.reset(total=total)  # the rate and time left of this phase only
         self._phase = phase
         self._bar.set_postfix_str(stalled or note, refresh=False)
         if done > self._bar.n:
