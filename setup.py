@@ -41,6 +41,8 @@ setup(
         "numpy>=2.0,<3",
         # The charts of report.html (Agg backend, no display needed).
         "matplotlib>=3.10,<4",
+        # The progress bar of a local run (a terminal or a notebook: tqdm.auto); pinned in constraints.txt.
+        "tqdm>=4.66,<5",
     ],
     extras_require={
         # The readers the tests load outputs with: TFDS (builder_from_directory) and

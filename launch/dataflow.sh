@@ -6,18 +6,26 @@
 #
 # Required (environment, or the same Beam flags on the command line):
 #   PROJECT (--project), REGION (--region), and BUCKET for temp and staging files under
-#   gs://$BUCKET/dataflow/, unless --temp_location gs://... is given (--staging_location defaults to
-#   the temp location).
+#   gs://$BUCKET/dataflow/ (tmp/ and staging/), unless --temp_location gs://... is given
+#   (--staging_location defaults to the temp location).
 # Worker settings, from the environment (a flag on the command line wins, Beam keeps the last):
-#   MACHINE_TYPE (n2-standard-4), MAX_WORKERS (10), DISK_SIZE_GB (50), EXPERIMENTS (comma list),
-#   SDK_CONTAINER_IMAGE (e.g. the Flex Template image from launch/flex_template/build.sh: workers
-#   then start with every dependency installed; without it they pip-install the package and its
-#   dependencies, TensorFlow included, at start-up, which needs internet access from the workers).
-#   JOB_NAME (tfrecords-<UTC time>).
-# DRY_RUN=1 builds the job without submitting it (Beam's --dry_run True).
-# Every other argument goes to `python -m tfrecord_pipelines.convert` (see `tfrecords convert --help`).
-# Waits for the job and exits non-zero if it fails; pass --detach to return once it is submitted.
-# The workers run this checkout's code: ./setup.py is packaged and staged (--setup_file).
+#   MACHINE_TYPE (--machine_type; default n2-standard-4), MAX_WORKERS (--max_num_workers; default 10),
+#   DISK_SIZE_GB (--disk_size_gb; default 50), EXPERIMENTS (--experiments, a comma list; default none),
+#   SDK_CONTAINER_IMAGE (--sdk_container_image; default none: e.g. the Flex Template image from
+#   launch/flex_template/build.sh, so that workers start with every dependency installed; without
+#   it they pip-install the package and its dependencies, TensorFlow included, at start-up, which
+#   needs internet access from the workers), JOB_NAME (--job_name; default tfrecords-<UTC time>).
+# DRY_RUN=1 (default 0): build the job without submitting it (Beam's --dry_run True), offline:
+#   the options, the package (the sdist of setup.py) and the job graph are checked on this machine
+#   in seconds; no bucket is listed or written and no lock is taken, and the end of the output says
+#   what that leaves unchecked (the buckets, the project's API and quota, the worker image).
+# Arguments: the flags of `tfrecords convert` (--input, --label_table, --image_root, --label_map
+#   and --output must be gs://...) and Beam's Dataflow flags, passed as they are; --detach returns
+#   once the job is submitted instead of waiting for it.
+# Adds: --runner DataflowRunner, --setup_file ./setup.py (the workers run this checkout's code).
+# Exit status: 0 the job succeeded (or, with --detach or DRY_RUN=1, was submitted or built),
+#   1 it failed, 2 a usage error.
+# -h, --help: this text.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -15,6 +15,7 @@ commands:
   report    rebuild an output's report.html (charts, thumbnails, rejects, duplicates)
   spec      print Python code that reads an output (tf.data, TFDS, PyTorch, DALI)
   demo      generate a sample dataset from the shipped photos, convert and verify it
+  cleanup   remove what killed runs left (spill files in the temp folder, staging folders of outputs)
 """
 
 
@@ -61,6 +62,9 @@ def main(argv=None) -> None:
     if cmd == "spec":
         from tfrecord_pipelines.spec import main as spec
         sys.exit(spec(rest))
+    if cmd == "cleanup":
+        from tfrecord_pipelines.cleanup import main as cleanup
+        sys.exit(cleanup(rest))
     if cmd == "demo":
         from tfrecord_pipelines.demo import main as demo
         sys.exit(demo(rest))

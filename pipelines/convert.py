@@ -23,9 +23,9 @@ import time
 import uuid
 from typing import Optional
 
-from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions, TestOptions
 
-from tfrecord_pipelines import __version__, lifecycle, runtime
+from tfrecord_pipelines import __version__, lifecycle, offline, runtime
 from tfrecord_pipelines.config import ConvertConfig
 from tfrecord_pipelines.options import ConvertOptions, FlagError, check_flags, help_parser
 from tfrecord_pipelines.parse import UsageError, build_config
@@ -83,6 +83,8 @@ def _run(argv: list, prog: str, check_only: bool = False) -> int:
             from tfrecord_pipelines.check import report_check
             return report_check(options, cfg, outcome, time.time() - started)
         _report(options, cfg, runner, outcome, time.time() - started)
+        if outcome == "dry_run" and offline.active():
+            print("\n".join(offline.summary(options, run_.result)))
     except Exception as e:  # e.g. a manifest damaged after publishing
         if debug:
             raise
@@ -98,6 +100,12 @@ def _configure(argv: list, check_only: bool = False) -> tuple:
     opts = options.view_as(ConvertOptions)
     run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:8]
     local = runtime.is_local(options)
+    if options.view_as(TestOptions).dry_run and not local and not runtime.is_dataflow(options):
+        raise UsageError(f"--dry_run with {runtime.runner_name(options)}: only DataflowRunner builds a job without "
+                         "running it (Beam's other runners ignore --dry_run and would run the job)")
+    offline.begin(runtime.remote_dry_run(options))  # a Dataflow dry run needs no network (pipelines/offline.py)
+    if offline.active():
+        offline.prepare(options)
     if opts.spill == "on" and not local:
         raise UsageError("--spill on is for local runs (the spill files must be on the workers' own disk); a "
                          "remote runner uses its own shuffle: leave --spill at auto")
@@ -107,6 +115,8 @@ def _configure(argv: list, check_only: bool = False) -> tuple:
     if check_only:  # validate and report, whether or not the inputs changed since LATEST (--versioned)
         cfg = dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, check_only=True, republish=True))
     runner = runtime.choose_runner(options, argv, quiet=not opts.debug)
+    if not local and not offline.active():
+        runtime.check_external_workers(options)  # a local worker pool that would start no worker
     return options, cfg, runner
 
 

@@ -8,7 +8,8 @@ import os
 import sys
 from typing import Optional
 
-from tfrecord_pipelines.verify import example_decoder
+from tfrecord_pipelines.verify import add_io_timeout, example_decoder
+from tfrecord_pipelines.transforms.storage.gcs import StorageUnavailable
 from tfrecord_pipelines.transforms.core.specs import OutputFormat
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression
 from tfrecord_pipelines.transforms.storage import fsutil, layout
@@ -56,7 +57,16 @@ def main(argv: Optional[list] = None) -> int:
     ap.add_argument("--split", default="", help="split to show (default: every split)")
     ap.add_argument("-n", "--num", type=int, default=3, help="records to show per split")
     ap.add_argument("--save_images", default="", help="folder to write the shown images to")
+    add_io_timeout(ap)
     args = ap.parse_args(argv)
+    try:
+        return _inspect(args)
+    except StorageUnavailable as e:  # a bucket that stopped answering: one line, not a traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+def _inspect(args) -> int:
     output = fsutil.normalize_root(args.output)
     try:
         m = layout.read_manifest(output)
@@ -64,6 +74,8 @@ def main(argv: Optional[list] = None) -> int:
         from tfrecord_pipelines.verify import _no_manifest
         print(f"error: {_no_manifest(output).replace('tfrecords verify', 'tfrecords inspect')}", file=sys.stderr)
         return 1
+    except StorageUnavailable:
+        raise
     except Exception as e:  # a malformed manifest (layout.ManifestError), an unreadable file
         print(f"error: {layout.MANIFEST} of {output} cannot be read: {e}", file=sys.stderr)
         return 1

@@ -19,14 +19,14 @@ import sys
 import tempfile
 from typing import Optional
 
-from tfrecord_pipelines import output_guard, runtime
+from tfrecord_pipelines import offline, output_guard, runtime
 from tfrecord_pipelines.config import ConvertConfig
 from tfrecord_pipelines.parse import UsageError
 from tfrecord_pipelines.report import ProgressLine, TracebackFilter
 from tfrecord_pipelines.stderr import workers_stderr_to_log
 from tfrecord_pipelines.transforms.core import errors
 from tfrecord_pipelines.transforms.stages.publish import TooManyRejects
-from tfrecord_pipelines.transforms.storage import fsutil, layout, run_lock
+from tfrecord_pipelines.transforms.storage import fsutil, layout, run_lock, scratch
 
 
 def check_output_path(output: str) -> None:
@@ -54,6 +54,7 @@ class Run:
         self.cfg = cfg
         self.handed_off = False  # a remote job was submitted: it ends the run itself
         self.worker_pids: set = set()  # local runs: the processes that reported progress
+        self.result = None  # Beam's PipelineResult (a dry run's holds the job it built)
 
     def execute(self, options, runner, debug: bool = False) -> str:
         """Builds and runs the pipeline: "dry_run", "submitted" or "done"."""
@@ -64,7 +65,12 @@ class Run:
         cfg, local = self.cfg, runtime.is_local(options)
         # Our transforms declare no element types; construction-time type inference would only cost time.
         options.view_as(TypeOptions).pipeline_type_check = False
-        with tempfile.TemporaryDirectory(prefix="tfrecords-run-") as folder:
+        reclaim_scratch()
+        # This run's scratch folder (progress, error notes, a bucket output's spill files), and for a local
+        # run into a local folder the staging folder: what a later run reclaims if this one is killed.
+        mine = layout.staging_dir(cfg.output.output, cfg.output.run_id) \
+            if local and fsutil.is_local(cfg.output.output) else ""
+        with scratch.folder("run", staging=mine) as folder:
             progress_dir = folder if cfg.output.progress else ""
             p = beam.Pipeline(runner=runner, options=options)
             build_pipeline(p, cfg, progress_dir, spill_dir(cfg, local, options.view_as(_options()).spill, folder))
@@ -74,7 +80,7 @@ class Run:
                 # Beam's own worker processes (when not forked from our zygote) start inside p.run().
                 with workers_stderr_to_log(not debug and local), progress, _filtered_stderr(not debug), \
                         _error_notes(folder if local else ""):
-                    result = p.run()
+                    result = self.result = p.run()
                     if options.view_as(TestOptions).dry_run:
                         return "dry_run"
                     if not local:
@@ -94,6 +100,19 @@ class Run:
             finally:
                 self.worker_pids = progress.worker_pids()
         return "done"
+
+
+def reclaim_scratch(out=None) -> list:
+    """Removes what killed runs left on this machine (transforms/storage/scratch.py),
+    saying so on stderr (or `out`)."""
+    removed = scratch.reclaim()
+    if removed:
+        from tfrecord_pipelines.report import human_bytes
+        shown = ", ".join(r.path for r in removed[:3]) + (", ..." if len(removed) > 3 else "")
+        print(f"removed what {'a killed run' if len(removed) == 1 else 'killed runs'} left on this machine: "
+              f"{len(removed)} folder{'s' if len(removed) > 1 else ''}, {human_bytes(sum(r.bytes for r in removed))} "
+              f"({shown})", file=out or sys.stderr)
+    return removed
 
 
 def spill_dir(cfg: ConvertConfig, local: bool, mode: str, scratch: str) -> str:
@@ -119,6 +138,10 @@ def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool):
     """Checks the output, takes its lock, removes what earlier runs left;
     on leaving, however it leaves, ends the run unless a remote job took it."""
     out = cfg.output
+    if offline.skip(out.lock_dir, f"--output {out.output}: permission to write there, whether it already holds a "
+                    "dataset, and its lock (taken when the job is submitted)"):
+        yield Run(cfg)  # a dry run: no lock to take, nothing to end
+        return
     # The friendly checks first: taking the lock creates the folder, and would
     # fail with a raw OSError on a file or an unwritable place.
     check_output_path(out.lock_dir)
@@ -191,6 +214,13 @@ def describe_failure(e: BaseException, output: str, run_id: str = "") -> str:
     if m:
         code, what, path = int(m.group(1)), m.group(2).strip(), m.group(3)
         where = f" ({path})" if path else ""
+        if output and not fsutil.is_local(output) and code in (errno.ENOSPC, errno.EDQUOT):
+            # A bucket does not fill up like a disk: what is full is a local one, where this
+            # run keeps its scratch files (spill files, temp shards) when the output is a bucket.
+            return (f"{what}{where} on this machine, not in --output {output}: a run to a bucket keeps its "
+                    f"scratch files (spill files, about 1 KB per image) in the temp folder {tempfile.gettempdir()}; "
+                    "free space there or point TMPDIR at a disk with room (or pass --spill off); nothing was "
+                    "published")
         if output and code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
             return (f"{what}{where} while writing --output {output}: free space (or raise the quota) on that "
                     "device and rerun; nothing was published")

@@ -25,7 +25,6 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Optional
 
@@ -88,7 +87,8 @@ def start_zygote() -> None:
     global _zygote, _zygote_dir
     if _zygote is not None or not available():
         return
-    _zygote_dir = tempfile.mkdtemp(prefix="tfrecords-workers-")
+    from tfrecord_pipelines.transforms.storage import scratch  # no Beam: the zygote starts before it is imported
+    _zygote_dir = scratch.make("workers")
     path = os.path.join(_zygote_dir, "zygote.sock")
     _zygote = subprocess.Popen([sys.executable, "-m", "tfrecord_pipelines.local_worker", "--zygote", path, str(os.getpid())],
                                stdin=subprocess.DEVNULL)

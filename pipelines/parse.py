@@ -14,7 +14,7 @@ from typing import Optional
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from tfrecord_pipelines import versions
+from tfrecord_pipelines import offline, versions
 from tfrecord_pipelines.config import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, ConvertConfig, DuplicatePolicy, InputKind, InputSpec,
                               LabelSource, LabelSpec, LabelType, OutputSpec, QualitySpec, ShardSpec, SplitSource,
                               SplitSpec)
@@ -113,6 +113,8 @@ def parse_split(text: str, have_split_folders: bool, have_split_column: bool) ->
 
 
 def load_label_map(path: str) -> tuple:
+    if offline.skip(path, f"--label_map {path}: that it can be read (the job was built with an empty map)"):
+        return ()
     try:
         raw = fsutil.read_bytes(path).decode("utf-8-sig")
     except Exception as e:
@@ -141,6 +143,14 @@ def load_label_map(path: str) -> tuple:
     return tuple(sorted(pairs, key=lambda p: (p[1], p[0])))
 
 
+def _assumed_columns(o) -> list:
+    """A table's columns as its flags name them, for a dry run that may not read it."""
+    named = [o.path_column or "filename", o.label_column or "label", o.split_column]
+    if o.extra_columns.strip() != "*":
+        named += [c.strip() for c in o.extra_columns.split(",")]
+    return list(dict.fromkeys(c for c in named if c))
+
+
 def _read_table_head(path: str, fmt: str, encoding: str) -> tuple[list, list]:
     if not FileSystems.exists(path):
         raise UsageError(f"--label_table {path!r}: no such file")
@@ -167,7 +177,9 @@ def build_config(o, run_id: str, progress: bool = False) -> ConvertConfig:
     previous_version, previous = "", None
     if o.versioned:
         try:
-            previous_version, previous = versions.read_latest(fsutil.normalize_root(o.output))
+            if not offline.skip(o.output, f"--output {o.output}: which version LATEST names (the job was built as "
+                                "a first version, with no label map carried over)"):
+                previous_version, previous = versions.read_latest(fsutil.normalize_root(o.output))
         except ValueError as e:
             raise UsageError(str(e)) from None
         inputs = dataclasses.replace(inputs, fingerprint_root=inputs.kind is InputKind.TABLE)
@@ -209,14 +221,16 @@ def _stratify(o, split: SplitSpec) -> SplitSpec:
 
 def _folder_input(o) -> tuple[InputSpec, SplitSpec, str]:
     root = fsutil.normalize_root(o.input)
-    if not fsutil.is_dir(root):
+    unlisted = offline.skip(root, f"--input {o.input}: that it exists and holds images, and whether its top "
+                            "folders are split folders (the job was built as if not, unless --split folders)")
+    if not unlisted and not fsutil.is_dir(root):
         raise UsageError(f"--input {o.input!r}: no such folder (or it holds no files)")
-    subdirs = [d for d in fsutil.list_subdirs(root) if not d.startswith(".")]
+    subdirs = [] if unlisted else [d for d in fsutil.list_subdirs(root) if not d.startswith(".")]
     split_folders = bool(subdirs) and all(d.lower() in KNOWN_SPLIT_FOLDERS for d in subdirs)
     split = parse_split(o.split, split_folders, False)
     if split.source is SplitSource.COLUMN:
         raise UsageError("--split column needs a --label_table")
-    if split.source is SplitSource.FOLDERS and not subdirs:
+    if split.source is SplitSource.FOLDERS and not subdirs and not unlisted:
         raise UsageError(f"--split folders: {o.input!r} has no sub-folders to name the splits")
     if o.label_from == "table":
         raise UsageError("--label_from table needs a --label_table")
@@ -249,7 +263,12 @@ def _table_input(o) -> tuple[InputSpec, SplitSpec, str]:
         encoding = tables.check_encoding(o.table_encoding)
     except tables.TableError as e:
         raise UsageError(str(e)) from None
-    columns, sample = _read_table_head(table, fmt, encoding)
+    if offline.skip(table, f"--label_table {o.label_table}: that it exists, and its header (the job was built "
+                    "with the columns --path_column, --label_column, --split_column and --extra_columns name, "
+                    "else 'filename' and 'label')"):
+        columns, sample = _assumed_columns(o), []
+    else:
+        columns, sample = _read_table_head(table, fmt, encoding)
     label_from = o.label_from
     try:
         path_col = tables.pick_column(columns, o.path_column, tables.PATH_COLUMNS, "path")

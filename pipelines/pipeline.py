@@ -27,7 +27,7 @@ from tfrecord_pipelines.transforms.stages.publish import Publish
 from tfrecord_pipelines.transforms.stages.split import Split
 from tfrecord_pipelines.transforms.stages.validate_images import ValidateImages
 from tfrecord_pipelines.transforms.stages.write_shards import WriteShards
-from tfrecord_pipelines.transforms.storage import layout, spill
+from tfrecord_pipelines.transforms.storage import layout, progress, spill
 
 
 def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "", spill_dir: str = "") -> None:
@@ -35,7 +35,7 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "",
     barriers instead of in the runner (transforms/storage/spill.py)."""
     out = cfg.output
     staging = layout.staging_dir(out.output, out.run_id)
-    listed = p | "ListInputs" >> ListInputs(cfg.inputs, spill_dir)
+    listed = p | "ListInputs" >> ListInputs(cfg.inputs, spill_dir, progress_dir)
     # [Rec(rel, path, size, raw label/split/extras)] batches; fingerprint: per-unit digests
     listing = _spilled(listed[RECORDS], "SpillListing", spill_dir)
     labeled = listing | "AssignLabels" >> AssignLabels(cfg.labels, cfg.inputs.extra_columns)
@@ -53,6 +53,11 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "",
     read_once = cfg.images.reads.once and not out.check_only  # a check validates first, like two reads
     valid_rejects = None
     if not read_once:  # two reads per image: validate, plan from the valid ones, read again to write
+        if progress_dir:  # the progress bar's total for validation, known before validation starts
+            counted = (records | "CountToValidate" >> beam.Map(spill.count)
+                       | "SumToValidate" >> beam.CombineGlobally(sum)
+                       | "ExpectValidate" >> beam.Map(lambda n: progress.expect(progress_dir, "validate", n)))
+            records = records | "AfterCount" >> beam.Map(lambda b, _: b, beam.pvalue.AsSingleton(counted))
         valid = records | "ValidateImages" >> ValidateImages(cfg.images, progress_dir, spill_dir,
                                                              digest=cfg.quality.dedup_before_writing
                                                              or (out.check_only and cfg.quality.enabled))
@@ -76,6 +81,9 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "",
         inputs | "CheckReport" >> CheckReport(cfg, __version__)
         return
     planned = records | "PlanShards" >> PlanShards(cfg.shards, spill_dir)
+    if progress_dir:  # the progress bar's total: what the plans will write
+        _ = planned["plans"] | "ExpectWrite" >> beam.Map(
+            lambda plans: progress.expect(progress_dir, "write", sum(p.count for p in plans.values())))
     # ((split, index, num_shards), [[(position, Rec)]]); plans: singleton {split: SplitPlan}
     written = planned["shards"] | "WriteShards" >> WriteShards(
         staging, cfg.shards.compression, cfg.images, dict(out.feature_keys), labeled["label_map"], progress_dir,

@@ -1,6 +1,7 @@
 """What a local run shows: a progress line while it runs, a summary at the end."""
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -8,7 +9,7 @@ import time
 from tfrecord_pipelines.transforms.core.specs import LabelType
 from tfrecord_pipelines.transforms.storage import fsutil, layout
 from tfrecord_pipelines.transforms.core.units import human_bytes, plural  # noqa: F401 (re-exported)
-from tfrecord_pipelines.transforms.storage.progress import read_totals, reporting_pids
+from tfrecord_pipelines.transforms.storage.progress import TOTAL, read_totals, reporting_pids
 from tfrecord_pipelines.transforms.storage.report_data import DEADLINE_SECONDS as REPORT_DEADLINE
 
 
@@ -35,20 +36,43 @@ class TracebackFilter:
         return getattr(self._stream, name)
 
 
+def interactive(stream=None) -> bool:
+    """Whether a person is watching: `stream` (stderr) is a terminal, or this
+    runs in a Jupyter kernel (whose stderr is no terminal)."""
+    stream = stream or sys.stderr
+    try:
+        if stream.isatty():
+            return True
+    except (AttributeError, ValueError):
+        pass
+    ipython = sys.modules.get("IPython")
+    try:  # as tqdm.autonotebook tells a notebook from a terminal IPython
+        return ipython is not None and "IPKernelApp" in ipython.get_ipython().config
+    except Exception:
+        return False
+
+
 class ProgressLine:
-    """Sums the workers' progress files (transforms/storage/progress.py) into one line
-    on stderr: redrawn on a terminal, printed every 10 s otherwise."""
+    """Sums the workers' progress files (transforms/storage/progress.py) into a
+    progress bar on stderr (tqdm: a text bar in a terminal, a widget in a
+    notebook): the images listed so far, then, once the listing is counted
+    and the shards are planned, the images done out of their total, with the
+    rate and the time left. `mode`: on, off, or auto (on where a person is
+    watching: a terminal or a notebook; elsewhere, only a line when the run
+    stalls, and none at all with off)."""
 
     STALL_SECONDS = 15.0
+    INTERVAL = 0.5
 
     def __init__(self, folder: str, mode: str = "auto", source: str = "", io_timeout: float = 0.0):
         self._folder = folder
-        self._tty = sys.stderr.isatty() if mode == "auto" else mode == "on"
+        self._show = interactive() if mode == "auto" else mode == "on"
         self._stop = threading.Event()
         self._thread = None
         self._start = time.monotonic()
         self._source, self._io_timeout = source, io_timeout
         self._seen, self._changed = None, self._start
+        self._bar, self._phase, self._told_stall = None, "", False
 
     def __enter__(self):
         if self._folder:
@@ -60,14 +84,19 @@ class ProgressLine:
         if self._thread:
             self._stop.set()
             self._thread.join()
-            final = self.line()
-            sys.stderr.write(("\r" + final.ljust(100) if self._tty else final) + "\n")
+            if self._show:
+                self._update()
+                if self._bar is not None:
+                    self._bar.close()
+                sys.stderr.write(self.line() + "\n")
+                sys.stderr.flush()
         return False
 
     def worker_pids(self) -> set:
         return reporting_pids(self._folder) if self._folder else set()
 
     def line(self) -> str:
+        """The figures as one line of text (the last line a shown run prints)."""
         t = read_totals(self._folder)
         secs = max(time.monotonic() - self._start, 1e-9)
         parts = [f"{secs:5.0f}s"]
@@ -87,6 +116,56 @@ class ProgressLine:
             parts.append(stalled)
         return " | ".join(parts)
 
+    def state(self) -> tuple:
+        """(phase, done, total or None, note) from the progress files: listing
+        (no total yet), validating (two reads per image: the images that reached
+        validation), writing (the records the shard plans hold; with one read
+        per image the writer's rejects count as done)."""
+        t = read_totals(self._folder)
+        zero = {"records": 0, "bytes": 0, "rejected": 0}
+        listed, v, w = t.get("list", zero), t.get("validate", zero), t.get("write", zero)
+        to_validate, to_write = t.get(TOTAL + "validate"), t.get(TOTAL + "write")
+        if to_validate and not (to_write and w["records"]):
+            return "validating", v["records"] + v["rejected"], to_validate["records"], \
+                f"{v['rejected']:,} rejected, {human_bytes(v['bytes'])}"
+        if to_write:
+            done = w["records"] + (0 if to_validate else v["rejected"])
+            return "writing", done, to_write["records"], \
+                f"{v['rejected']:,} rejected, {human_bytes(w['bytes'])} written"
+        return "listing", listed["records"], None, ""
+
+    def _update(self) -> None:
+        phase, done, total, note = self.state()
+        if "report" in read_totals(self._folder):  # the publish step builds report.html: not a stall
+            phase, note = "report.html", "building report.html (thumbnails, charts)"
+        stalled = "" if phase == "report.html" else self._stalled(done, phase)
+        if not self._show:
+            if stalled and not self._told_stall:  # where nobody watches a bar, a stall is still worth a line
+                sys.stderr.write(f"{time.monotonic() - self._start:5.0f}s | {stalled}\n")
+                sys.stderr.flush()
+            self._told_stall = bool(stalled)
+            return
+        if self._bar is None:
+            from tqdm.auto import tqdm
+            # A terminal that reports no size (0 x 0: some CI ptys, a fresh pty) would hide the bar.
+            try:
+                size = os.get_terminal_size(sys.stderr.fileno())
+                sized = size.columns > 0 and size.lines > 0
+            except (AttributeError, OSError, ValueError):
+                sized = False
+            self._bar = tqdm(desc=phase, total=total, unit=" img", dynamic_ncols=sized, ncols=None if sized else 100,
+                             nrows=None if sized else 24, file=sys.stderr, leave=True, mininterval=self.INTERVAL,
+                             miniters=1)  # we update in jumps: tqdm's dynamic miniters would skip redraws
+        elif phase != self._phase and phase != "report.html":
+            self._bar.set_description(phase, refresh=False)
+            self._bar.reset(total=total)  # the rate and time left of this phase only
+        self._phase = phase
+        self._bar.set_postfix_str(stalled or note, refresh=False)
+        if done > self._bar.n:
+            self._bar.update(done - self._bar.n)  # redraws at most every INTERVAL; tqdm keeps the rate
+        elif stalled or phase == "report.html":
+            self._bar.refresh()
+
     def _stalled(self, *counts) -> str:
         """Says what the run waits on when nothing has moved for a while: a
         bucket that stops answering is otherwise minutes of silence."""
@@ -103,13 +182,11 @@ class ProgressLine:
         return text
 
     def _loop(self):
-        interval = 0.5 if self._tty else 10.0
-        while not self._stop.wait(interval):
-            if self._tty:
-                sys.stderr.write("\r" + self.line()[:160].ljust(100))
-            else:
-                sys.stderr.write(self.line() + "\n")
-            sys.stderr.flush()
+        while not self._stop.wait(self.INTERVAL):
+            try:
+                self._update()
+            except Exception:  # progress is best-effort: it never ends a run
+                pass
 
 
 def print_summary(output: str, seconds: float, out=None) -> None:

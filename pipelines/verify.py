@@ -26,7 +26,8 @@ from tfrecord_pipelines.report import human_bytes, plural
 from tfrecord_pipelines.transforms.core.features import tfmd_schema
 from tfrecord_pipelines.transforms.core.specs import LabelType, OutputFormat
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, RecordError, crc32c_text
-from tfrecord_pipelines.transforms.storage import fsutil, layout
+from tfrecord_pipelines.transforms.storage import fsutil, gcs, layout
+from tfrecord_pipelines.transforms.storage.gcs import StorageUnavailable
 from tfrecord_pipelines.transforms.storage.array_record_io import records_of
 
 _BATCH = 256
@@ -273,6 +274,8 @@ def verify_output(output: str, deep: bool = True, log=None, decode: bool = False
     except FileNotFoundError:
         report.errors.append(_no_manifest(output))
         return report
+    except StorageUnavailable:
+        raise
     except Exception as e:
         report.errors.append(f"{layout.MANIFEST} cannot be read: {e}")
         return report
@@ -341,11 +344,35 @@ def _no_manifest(output: str) -> str:
 def _check_rejects(output: str, expected: int, report: Report) -> None:
     try:
         lines = fsutil.read_bytes(fsutil.join(output, layout.REJECTS)).splitlines()
+    except StorageUnavailable:
+        raise
     except Exception:
         report.errors.append(f"{layout.REJECTS}: missing")
         return
     if len(lines) != expected:
         report.errors.append(f"{layout.REJECTS}: {len(lines)} lines, the manifest counts {expected} rejects")
+
+
+def add_io_timeout(ap) -> None:
+    """--io_timeout of the commands that read an output: a bucket that stops
+    answering ends them with one line after this long, not minutes later with
+    a traceback."""
+    def seconds(text: str) -> float:
+        import argparse
+        try:
+            value = float(text)
+        except ValueError:
+            value = 0.0
+        if not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+        return value
+
+    def set_timeout(value: float) -> float:
+        gcs.set_timeout(value)
+        return value
+    ap.add_argument("--io_timeout", type=lambda t: set_timeout(seconds(t)), default=gcs.DEFAULT_TIMEOUT,
+                    help="seconds Cloud Storage may fail to answer (transient errors are retried until then) before "
+                         "the command stops with an error naming the bucket (default: %(default)s)")
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -357,8 +384,14 @@ def main(argv: Optional[list] = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="print only problems and the verdict")
     ap.add_argument("--decode", action="store_true", help="also decode every image with TensorFlow "
                     "(tf.io.decode_image) and check its height, width and channels against the record; slower")
+    add_io_timeout(ap)
     args = ap.parse_args(argv)
-    report = verify_output(args.output, deep=not args.fast, log=None if args.quiet else print, decode=args.decode)
+    try:
+        report = verify_output(args.output, deep=not args.fast, log=None if args.quiet else print,
+                               decode=args.decode)
+    except StorageUnavailable as e:  # a bucket that stopped answering: one line, not a traceback
+        print(f"error: {e}; nothing more was checked", file=sys.stderr)
+        return 1
     for err in report.errors:
         print(f"ERROR {err}", file=sys.stderr)
     if report.ok:

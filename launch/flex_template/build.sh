@@ -4,15 +4,27 @@
 #
 #   PROJECT=my-project REGION=europe-west1 BUCKET=my-bucket launch/flex_template/build.sh
 #
-# Required: PROJECT, REGION, BUCKET.
-# Optional: REPOSITORY (Artifact Registry Docker repository, created if missing; default tfrecords),
-#   IMAGE_NAME (tfrecord-pipelines), TAG (UTC time and git commit), TEMPLATE
-#   (gs://$BUCKET/templates/tfrecords.json), BUILDER (cloudbuild, or docker to build and push
-#   locally), LAUNCHER_IMAGE (the python311-template-launcher-base image; pin a dated tag),
-#   MACHINE_TYPE (n2-standard-4), MAX_WORKERS (10): template defaults, a launch may override them.
+# Required environment: PROJECT, REGION, BUCKET (no gs://; the template, staging and temp files).
+# Optional: REPOSITORY (the Artifact Registry Docker repository, created if missing; default
+#   tfrecords), IMAGE_NAME (default tfrecord-pipelines), TAG (default <UTC time>-<git commit>),
+#   IMAGE (default $REGION-docker.pkg.dev/$PROJECT/$REPOSITORY/$IMAGE_NAME:$TAG), TEMPLATE
+#   (default gs://$BUCKET/templates/tfrecords.json), BUILDER (cloudbuild, the default, or docker to
+#   build and push locally), LAUNCHER_IMAGE (the python311-template-launcher-base image; default
+#   gcr.io/dataflow-templates-base/python311-template-launcher-base:latest, pin a dated tag),
+#   MACHINE_TYPE (default n2-standard-4) and MAX_WORKERS (default 10): template defaults, a launch
+#   may override them.
+# Arguments: none.
 # Needs: gcloud (authenticated, with Cloud Build, Artifact Registry and Dataflow APIs enabled);
 #   docker only with BUILDER=docker.
+# Exit status: 0 built; 2 a usage error; else the failed command's. -h, --help: this text.
 set -euo pipefail
+
+for a in "$@"; do
+  case "$a" in
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    --) break ;;
+  esac
+done
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"

@@ -5,15 +5,24 @@
 #     launch/flex_template/run.sh input=gs://my-bucket/images output=gs://my-bucket/tfrecords/images \
 #       num_shards=16 split=train=0.8,validation=0.2 [-- more gcloud flags]
 #
-# Parameters are NAME=VALUE, NAME being a conversion flag without its -- (the list with help:
-# launch/flex_template/metadata.json, or tfrecords convert --help); on/off flags take true or
-# false (overwrite=true). Values may hold commas and '='. Flags after -- go to gcloud, e.g.
-# -- --max-workers 50 --worker-machine-type n2-highcpu-8 --service-account-email SA.
-# Required: PROJECT, REGION, and BUCKET or TEMPLATE (default gs://$BUCKET/templates/tfrecords.json).
-# Optional: JOB_NAME (default tfrecords-<UTC time>).
-# Returns once the job is submitted; the output is complete when manifest.json appears in it
-# (with versioned=true, when <output>/LATEST names the new version).
+# Arguments: parameters NAME=VALUE, NAME being a conversion flag without its -- (the list with help:
+#   launch/flex_template/metadata.json, or tfrecords convert --help; output= is required); on/off
+#   flags take true or false (overwrite=true). Values may hold commas and '='. Arguments after --
+#   go to gcloud, e.g. -- --max-workers 50 --worker-machine-type n2-highcpu-8 --service-account-email SA.
+# Required environment: PROJECT, REGION, and BUCKET or TEMPLATE.
+# Optional: TEMPLATE (default gs://$BUCKET/templates/tfrecords.json), JOB_NAME (default
+#   tfrecords-<UTC time>).
+# Needs gcloud. Returns once the job is submitted; the output is complete when manifest.json
+# appears in it (with versioned=true, when <output>/LATEST names the new version).
+# Exit status: gcloud's; 2 a usage error. -h, --help (before any --): this text.
 set -euo pipefail
+
+for a in "$@"; do
+  case "$a" in
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    --) break ;;
+  esac
+done
 
 die() { echo "error: $*" >&2; exit 2; }
 

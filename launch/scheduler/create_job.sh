@@ -18,18 +18,28 @@
 # (lock_ttl_hours=20 in body.json: keep it below the schedule's interval); LATEST never moves
 # back to a version of an earlier-started run, even if an old job finishes late.
 #
-# Required: PROJECT, REGION (the Dataflow region), BUCKET (temp and staging files, and the
-#   template at gs://$BUCKET/templates/tfrecords.json unless TEMPLATE is set), INPUT, OUTPUT,
-#   SERVICE_ACCOUNT: the identity Cloud Scheduler calls Dataflow as. It needs
+# Required environment: PROJECT, REGION (the Dataflow region), BUCKET (temp and staging files, and
+#   the template at gs://$BUCKET/templates/tfrecords.json unless TEMPLATE is set), INPUT, OUTPUT
+#   (gs://...), SERVICE_ACCOUNT: the identity Cloud Scheduler calls Dataflow as. It needs
 #   roles/dataflow.developer on the project, and roles/iam.serviceAccountUser on the workers'
 #   service account (the Compute Engine default one unless the body sets serviceAccountEmail).
-# Optional: SCHEDULE (cron, default "0 3 * * *"), TIME_ZONE (Etc/UTC), JOB (the scheduler job's
-#   name, default tfrecords-<last part of OUTPUT>), JOB_NAME (the Dataflow job's, default JOB),
-#   SCHEDULER_LOCATION (default REGION), TEMPLATE, BODY (default launch/scheduler/body.json:
-#   edit a copy to add parameters, e.g. "num_shards": "64", or worker settings).
+# Optional: SCHEDULE (cron; default "0 3 * * *"), TIME_ZONE (default Etc/UTC), JOB (the scheduler
+#   job's name; default tfrecords-<last part of OUTPUT>), JOB_NAME (the Dataflow job's; default
+#   JOB), SCHEDULER_LOCATION (default REGION), TEMPLATE (default
+#   gs://$BUCKET/templates/tfrecords.json), BODY (default launch/scheduler/body.json: edit a copy
+#   to add parameters, e.g. "num_shards": "64", or worker settings).
+# Arguments: none. Needs gcloud.
 # An existing scheduler job of that name is updated. Run it once now:
 #   gcloud scheduler jobs run JOB --project PROJECT --location SCHEDULER_LOCATION
+# Exit status: 0 scheduled; 2 a usage error; else gcloud's. -h, --help: this text.
 set -euo pipefail
+
+for a in "$@"; do
+  case "$a" in
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    --) break ;;
+  esac
+done
 
 here="$(cd "$(dirname "$0")" && pwd)"
 die() { echo "error: $*" >&2; exit 2; }

@@ -507,3 +507,133 @@ def test_scheduler_job(fake_gcloud):
     proc = run_script([os.path.join(LAUNCH, "scheduler", "create_job.sh")], dict(env, SERVICE_ACCOUNT=""),
                       path_prefix=bin_dir)
     assert proc.returncode == 2 and "set SERVICE_ACCOUNT" in proc.stderr
+
+
+def closed_port() -> int:
+    """A port nothing listens on: a bucket that cannot be reached (refused at once, retried for minutes)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def unreachable_gcs(tmp_path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("GOOGLE_APPLICATION_CREDENTIALS",)}
+    env.update(STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{closed_port()}", GOOGLE_CLOUD_PROJECT=PROJECT,
+               TMPDIR=str(tmp_path))
+    return env
+
+
+def test_a_dataflow_dry_run_needs_no_network(tmp_path):
+    """Every bucket unreachable (a closed port, no credentials): the dry run still
+    builds the job, in seconds, and says what it could not check. Before, listing
+    the input was retried for 120 s and the run ended in BeamIOError."""
+    import time
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("# extra packages of the workers\nrequests>=2.0\n")
+    env = unreachable_gcs(tmp_path)
+    b = "gs://unreachable-bucket"
+    cases = {
+        "tree": ["--input", f"{b}/in", "--output", f"{b}/out", "--split", "folders",
+                 "--requirements_file", str(requirements)],
+        "table, label map, versioned": ["--label_table", f"{b}/t.csv", "--image_root", f"{b}/img",
+                                        "--label_map", f"{b}/map.json", "--output", f"{b}/root", "--versioned"],
+    }
+    for name, args in cases.items():
+        started = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "tfrecord_pipelines.convert", *args, "--runner", "DataflowRunner",
+             "--dry_run", "True", "--project", PROJECT, "--region", REGION, "--temp_location", f"{b}/tmp",
+             "--setup_file", os.path.join(ROOT, "setup.py")], cwd=str(tmp_path), env=env, capture_output=True,
+            text=True, timeout=150)
+        seconds = time.monotonic() - started
+        assert proc.returncode == 0, (name, proc.stdout[-2000:], proc.stderr[-3000:])
+        assert seconds < 60, (name, seconds)  # a listing of the closed port alone is retried for 120 s
+        out = proc.stdout
+        assert "dry run: the DataflowRunner job was built and not submitted" in out, out
+        assert "checked on this machine: the options; the job graph" in out, out
+        assert "the package --setup_file" in out and "(its sdist was built)" in out, out
+        assert f"the temp and staging locations ({b}/tmp" in out and f"project {PROJECT}" in out, out
+        assert "container image" in out, out
+        assert f"--output {b}/" in out and "its lock" in out, out
+        assert "Traceback" not in proc.stderr and "RetryError" not in proc.stderr, proc.stderr[-2000:]
+        if name == "tree":
+            assert f"--input {b}/in: that it exists" in out, out
+            assert f"--requirements_file {requirements}: that its packages resolve" in out, out
+        else:
+            assert f"--label_table {b}/t.csv: that it exists, and its header" in out, out
+            assert f"--label_map {b}/map.json" in out and "which version LATEST names" in out, out
+
+    # A requirements file that does not parse is refused before anything is built.
+    requirements.write_text("requests>=>2\n")
+    proc = subprocess.run([sys.executable, "-m", "tfrecord_pipelines.convert", *cases["tree"], "--runner",
+                           "DataflowRunner", "--dry_run", "True", "--project", PROJECT, "--region", REGION,
+                           "--temp_location", f"{b}/tmp"], env=env, capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 2 and "line 1: 'requests>=>2' is not a requirement" in proc.stderr, proc.stderr
+
+
+def test_dataflow_sh_dry_run_needs_no_network(tmp_path):
+    import time
+    env = dict(unreachable_gcs(tmp_path), PROJECT=PROJECT, REGION=REGION, BUCKET="unreachable-bucket",
+               DRY_RUN="1")
+    started = time.monotonic()
+    proc = subprocess.run(["bash", os.path.join(LAUNCH, "dataflow.sh"), "--input", "gs://unreachable-bucket/in",
+                           "--output", "gs://unreachable-bucket/out"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=150)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert time.monotonic() - started < 60
+    assert "dry run: the DataflowRunner job was built and not submitted" in proc.stdout
+    assert "not checked (that needs the network" in proc.stdout
+    assert "gs://unreachable-bucket/dataflow/tmp" in proc.stdout
+
+
+def test_flex_template_entry_point_dry_run_needs_no_network(tmp_path):
+    """The template's entry file with Beam's --dry_run (how to try a template's
+    parameters on a workstation): the job is built, no bucket is touched."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import main; "
+            "sys.exit(main.main(sys.argv[2:]))")
+    args = [f"--project={PROJECT}", f"--region={REGION}", "--temp_location=gs://unreachable-bucket/tmp",
+            "--dry_run=True", "--input=gs://unreachable-bucket/images", "--output=gs://unreachable-bucket/ds",
+            "--versioned=true", "--extend_label_map=true", f"--setup_file={os.path.join(ROOT, 'setup.py')}"]
+    proc = subprocess.run([sys.executable, "-c", code, FLEX, *args], cwd=str(tmp_path), env=unreachable_gcs(tmp_path),
+                          capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "dry run: the DataflowRunner job was built and not submitted" in proc.stdout
+    assert "--output gs://unreachable-bucket/ds" in proc.stdout
+
+
+def test_dry_run_with_a_runner_that_would_run_the_job_is_refused(capsys):
+    from tfrecord_pipelines.convert import run
+    assert run(["--input", "gs://b/in", "--output", "gs://b/out", "--runner", "PortableRunner",
+                "--job_endpoint", "localhost:1", "--dry_run", "True"]) == 2
+    assert "only DataflowRunner builds a job without running it" in capsys.readouterr().err
+
+
+SCRIPTS = ["dataflow.sh", "run_local.sh", "flex_template/build.sh", "flex_template/run.sh",
+           "scheduler/create_job.sh"]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_launch_scripts_print_their_help(script):
+    """--help (or -h) prints the usage and exits 0 without any setting; the help
+    names every environment variable the script reads, with its default."""
+    path = os.path.join(LAUNCH, script)
+    text = "\n".join(line for line in open(path).read().splitlines() if not line.lstrip().startswith("#"))
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PROJECT", "REGION", "BUCKET", "INPUT", "OUTPUT", "SERVICE_ACCOUNT", "TEMPLATE")}
+    for flag in ("--help", "-h"):
+        proc = subprocess.run(["bash", path, flag], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert "error" not in proc.stderr and "set PROJECT" not in proc.stderr + proc.stdout
+        shown = proc.stdout
+        assert os.path.basename(script) in shown or "launch/" in shown, shown[:500]
+    read = set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", text))
+    for loop in re.findall(r"^\s*for v in ([A-Z_ ]+); do", text, re.M):
+        read |= set(loop.split())
+    read -= {"CI"}
+    missing = sorted(v for v in read if not re.search(rf"\b{v}\b", shown))
+    assert not missing, f"{script} --help does not name {missing}"
+    for name, default in re.findall(r"\$\{([A-Z][A-Z0-9_]*):-([^}$]+)\}", text):
+        assert default in shown, f"{script} --help does not give {name}'s default {default!r}"
+    if script == "run_local.sh":
+        assert "--num_shards" in shown and "--label_table" in shown  # convert's flags, below its own

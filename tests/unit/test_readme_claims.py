@@ -56,6 +56,12 @@ CLAIMS = {
     "`tests/e2e/test_spill.py` holds the two to byte-identical shards, rejects and label maps": [
         "test_spill.py::test_same_output_whether_metadata_waits_in_files_or_in_the_runner",
         "test_spill.py::test_same_output_for_a_table_and_a_versioned_rerun"],
+    "runs conversions in a pseudo-terminal and checks the bar's": [
+        "test_progress.py::test_a_terminal_shows_a_bar_with_total_rate_and_time_left",
+        "test_progress.py::test_two_reads_show_validation_then_writing"],
+    "converts a tree with rejects, from local disk and from the GCS emulator to it, and holds": [
+        "test_portable.py::test_portable_runner_gives_the_direct_runners_output",
+        "test_portable.py::test_portable_runner_from_and_to_a_bucket"],
     "The tests hold its output byte for byte against": [
         "test_codec.py::test_encoding_is_protobufs_deterministic_serialization",
         "test_codec.py::test_tensorflow_reads_our_records"],

@@ -24,6 +24,7 @@ from tfrecord_pipelines.transforms.core.labels import nfc
 from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec, Reject, reject
 from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS, STATS, InputKind, InputSpec
 from tfrecord_pipelines.transforms.storage import listing, spill
+from tfrecord_pipelines.transforms.storage.progress import Progress
 
 BATCH = 500
 
@@ -40,8 +41,12 @@ def batched(items: Iterable, size: int = BATCH) -> Iterator[list]:
 
 
 class _WalkFn(beam.DoFn):
-    def __init__(self, root: str, include: tuple, name: str):
+    def __init__(self, root: str, include: tuple, name: str, progress_dir: str = ""):
         self._root, self._include, self._name = root, include, name
+        self._progress_dir = progress_dir
+
+    def setup(self):
+        self._progress = Progress(self._progress_dir, "list")
 
     def process(self, unit_bytes: bytes):
         unit = listing.unit_from_bytes(unit_bytes)
@@ -50,6 +55,7 @@ class _WalkFn(beam.DoFn):
         n = 0
         for batch in batched(listing.walk_unit(self._root, unit, self._include, counts, digest)):
             n += len(batch)
+            self._progress.add(len(batch))
             yield batch
         # Beam's str coder refuses undecodable bytes; the key is the same for a valid name.
         key = unit_bytes.decode("utf-8", "backslashreplace")
@@ -57,6 +63,9 @@ class _WalkFn(beam.DoFn):
         yield beam.pvalue.TaggedOutput(STATS, ("listed", n))
         for name, count in counts.items():
             yield beam.pvalue.TaggedOutput(STATS, ("excluded/" + name, count))
+
+    def finish_bundle(self):
+        self._progress.flush(force=True)
 
 
 def table_row_to_rec(n: int, row, spec: InputSpec):
@@ -79,8 +88,12 @@ def table_row_to_rec(n: int, row, spec: InputSpec):
 
 
 class _ReadTableFn(beam.DoFn):
-    def __init__(self, spec: InputSpec):
+    def __init__(self, spec: InputSpec, progress_dir: str = ""):
         self._spec = spec
+        self._progress_dir = progress_dir
+
+    def setup(self):
+        self._progress = Progress(self._progress_dir, "list")
 
     def process(self, table: str):
         n = 0
@@ -97,11 +110,13 @@ class _ReadTableFn(beam.DoFn):
             rows = (table_row_to_rec(i, row, self._spec) for i, row in hashed(rows))
             for batch in batched(rows):
                 n += len(batch)
+                self._progress.add(len(batch))
                 recs = Batch(r for r in batch if isinstance(r, Rec))
                 if len(recs) < len(batch):
                     yield beam.pvalue.TaggedOutput(REJECTS, Batch(r for r in batch if isinstance(r, Reject)))
                 if recs:
                     yield recs
+        self._progress.flush(force=True)
         yield beam.pvalue.TaggedOutput(FINGERPRINT, ("table", digest.hexdigest()))
         yield beam.pvalue.TaggedOutput(STATS, ("listed", n))
 
@@ -157,10 +172,11 @@ class ListInputs(beam.PTransform):
     """`spill_dir`: a local run's spill folder, where a table's rows wait to
     be grouped by path (and joined with files by id), not in the runner."""
 
-    def __init__(self, spec: InputSpec, spill_dir: str = ""):
+    def __init__(self, spec: InputSpec, spill_dir: str = "", progress_dir: str = ""):
         super().__init__()
         self._spec = spec
         self._spill_dir = spill_dir
+        self._progress_dir = progress_dir  # a local run's progress files: the count listed so far
 
     def expand(self, pbegin):
         spec = self._spec
@@ -168,7 +184,7 @@ class ListInputs(beam.PTransform):
             walk = self._walk(pbegin, spec.root, "Tree")
             return {RECORDS: walk[RECORDS], STATS: walk[STATS], FINGERPRINT: walk[FINGERPRINT]}
         read = (pbegin | "Table" >> beam.Create([spec.table])
-                | "ReadTable" >> beam.ParDo(_ReadTableFn(spec)).with_outputs(REJECTS, STATS, FINGERPRINT,
+                | "ReadTable" >> beam.ParDo(_ReadTableFn(spec, self._progress_dir)).with_outputs(REJECTS, STATS, FINGERPRINT,
                                                                               main=RECORDS))
         recs = read[RECORDS] | "Unbatch" >> beam.FlatMap(lambda b: b)
         rejects = [read[REJECTS]]
@@ -195,7 +211,7 @@ class ListInputs(beam.PTransform):
         return (pbegin | f"{name}Root" >> beam.Create([root])
                 | f"{name}Units" >> beam.FlatMap(lambda r: map(listing.unit_to_bytes, listing.folder_units(r)))
                 | f"{name}Spread" >> beam.Reshuffle()
-                | f"{name}Walk" >> beam.ParDo(_WalkFn(root, self._spec.include, name))
+                | f"{name}Walk" >> beam.ParDo(_WalkFn(root, self._spec.include, name, self._progress_dir if name == "Tree" else ""))
                 .with_outputs(STATS, FINGERPRINT, main=RECORDS))
 
     def _resolve_ids(self, root_files, recs):

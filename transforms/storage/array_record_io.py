@@ -37,7 +37,7 @@ import google_crc32c
 
 from tfrecord_pipelines.transforms.core.specs import OutputFormat
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, RecordError, RecordWriter, crc32c_text, iter_records
-from tfrecord_pipelines.transforms.storage import fsutil
+from tfrecord_pipelines.transforms.storage import fsutil, scratch
 
 WRITER_OPTIONS = "group_size:1,uncompressed,max_parallelism:1"
 _BLOCK = 8 << 20
@@ -67,8 +67,8 @@ class ArrayRecordShardWriter:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             self._local = path
         else:
-            fd, self._local = tempfile.mkstemp(suffix=".array_record", prefix="tfrecords-")
-            os.close(fd)
+            # In a scratch folder of its own, which a later run reclaims if this one is killed.
+            self._local = os.path.join(scratch.make("shard"), "shard.array_record")
         self._writer = _module().ArrayRecordWriter(self._local, WRITER_OPTIONS)
         self.records = 0
         self.bytes_written = 0
@@ -95,8 +95,7 @@ class ArrayRecordShardWriter:
     def discard(self) -> None:
         """Removes the local temp file of a remote shard (nothing for a local one)."""
         if self._local != self._path:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(self._local)
+            shutil.rmtree(os.path.dirname(self._local), ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -65,6 +65,9 @@ def read_bytes(path: str) -> bytes:
     if is_local(path):
         with open(path, "rb") as f:
             return f.read()
+    if path.startswith("gs://"):  # bounded by a deadline (gcs.set_timeout), one shared client
+        from tfrecord_pipelines.transforms.storage import gcs
+        return gcs.read_all(path)
     with FileSystems.open(path, compression_type=_RAW) as f:
         return f.read()
 
@@ -72,6 +75,9 @@ def read_bytes(path: str) -> bytes:
 def open_read(path: str):
     if is_local(path):
         return open(path, "rb")
+    if path.startswith("gs://"):
+        from tfrecord_pipelines.transforms.storage import gcs
+        return gcs.open_read(path)
     return FileSystems.open(path, compression_type=_RAW)
 
 
@@ -296,7 +302,12 @@ def list_dir(path: str) -> list[str]:
         except FileNotFoundError:
             return []
     prefix = path.rstrip("/") + "/"
-    names = (p[len(prefix):] for p, _, _ in list_prefix(prefix))
+    if prefix.startswith("gs://"):  # one delimiter listing with a deadline, not the whole tree below
+        from tfrecord_pipelines.transforms.storage import gcs
+        paths = (o.path for o in gcs.list_objects(prefix, delimiter="/", timeout=gcs.timeout(), flag=True))
+    else:
+        paths = (p for p, _, _ in list_prefix(prefix))
+    names = (p[len(prefix):] for p in paths)
     return sorted(n for n in names if n and "/" not in n)
 
 

@@ -33,6 +33,16 @@ DEFAULT_TIMEOUT = DEFAULT_IO_TIMEOUT  # seconds; --io_timeout
 _lock = threading.Lock()
 _client = None
 _client_pid = 0
+_timeout = DEFAULT_TIMEOUT  # fsutil's reads and listings of gs:// (set_timeout: verify, inspect --io_timeout)
+
+
+def set_timeout(seconds: float) -> None:
+    global _timeout
+    _timeout = seconds
+
+
+def timeout() -> float:
+    return _timeout
 
 
 class StorageUnavailable(ConversionError, RuntimeError):
@@ -103,9 +113,9 @@ def _retry(timeout: float):
     return DEFAULT_RETRY.with_timeout(timeout).with_delay(initial=0.2, maximum=8.0)
 
 
-def _unavailable(what: str, path: str, e: BaseException, timeout: float) -> StorageUnavailable:
-    # Reads take --io_timeout; listings (and writes) keep the default deadline.
-    limit = f"--io_timeout {timeout:g} s" if what == "reading" else f"{timeout:g} s"
+def _unavailable(what: str, path: str, e: BaseException, timeout: float, flag=None) -> StorageUnavailable:
+    # Reads take --io_timeout; a conversion's listings (and writes) keep the default deadline.
+    limit = f"--io_timeout {timeout:g} s" if (what == "reading" if flag is None else flag) else f"{timeout:g} s"
     return StorageUnavailable(f"{what} {path} failed: no usable answer from Cloud Storage within {limit} "
                               f"({type(e).__name__}: {str(e)[:200]})")
 
@@ -154,6 +164,77 @@ def read(path: str, generation: int = 0, timeout: float = DEFAULT_TIMEOUT, max_b
     return data, int(blob.generation or generation or 0)
 
 
+def read_all(path: str, timeout: float = 0.0) -> bytes:
+    """The whole object (FileNotFoundError if there is none), within the deadline."""
+    from google.api_core import exceptions as gexc
+    try:
+        return read(path, timeout=timeout or _timeout)[0]
+    except gexc.NotFound:
+        raise FileNotFoundError(path) from None
+
+
+class _Reader:
+    """A read-only file of an object, read in ranged requests with the deadline;
+    a failure of the service is StorageUnavailable, a missing object FileNotFoundError."""
+
+    def __init__(self, path: str, timeout: float):
+        from google.api_core import exceptions as gexc
+        bucket, name = split_path(path)
+        self._path, self._timeout = path, timeout
+        try:
+            self._f = client().bucket(bucket).blob(name).open(
+                "rb", chunk_size=8 << 20, timeout=(min(timeout, 30.0), timeout), retry=_retry(timeout))
+        except gexc.NotFound:
+            raise FileNotFoundError(path) from None
+        except Exception as e:
+            if _is_infrastructure(e):
+                raise _unavailable("reading", path, e, timeout) from e
+            raise
+
+    def _call(self, fn, *args):
+        from google.api_core import exceptions as gexc
+        try:
+            return fn(*args)
+        except gexc.NotFound:
+            raise FileNotFoundError(self._path) from None
+        except Exception as e:
+            if _is_infrastructure(e):
+                raise _unavailable("reading", self._path, e, self._timeout) from e
+            raise
+
+    def read(self, n: int = -1) -> bytes:
+        return self._call(self._f.read, n)
+
+    def readline(self, n: int = -1) -> bytes:
+        return self._call(self._f.readline, n)
+
+    def __iter__(self):
+        while line := self.readline():
+            yield line
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._call(self._f.seek, offset, whence)
+
+    def __getattr__(self, name):  # tell, seekable, readable, ...
+        if name == "_f":
+            raise AttributeError(name)
+        return getattr(self._f, name)
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def open_read(path: str, timeout: float = 0.0) -> _Reader:
+    return _Reader(path, timeout or _timeout)
+
+
 class TooLarge(Exception):
     def __init__(self, seen: int):
         super().__init__(f"larger than the cap (read {seen} bytes)")
@@ -161,7 +242,7 @@ class TooLarge(Exception):
 
 
 def list_objects(prefix: str, delimiter: Optional[str] = None,
-                 timeout: float = DEFAULT_TIMEOUT) -> Iterator[ObjectInfo]:
+                 timeout: float = DEFAULT_TIMEOUT, flag: Optional[bool] = None) -> Iterator[ObjectInfo]:
     """Every object under gs:// `prefix` (literal: no glob characters), in
     name order, with the generation and checksum the listing returns."""
     bucket, name = split_path(prefix)
@@ -174,7 +255,7 @@ def list_objects(prefix: str, delimiter: Optional[str] = None,
                              b.updated.timestamp() if b.updated else 0.0, b.crc32c or "")
     except Exception as e:
         if _is_infrastructure(e):
-            raise _unavailable("listing", prefix, e, timeout) from e
+            raise _unavailable("listing", prefix, e, timeout, flag) from e
         raise
 
 

@@ -81,3 +81,16 @@ def read_totals(folder: str) -> dict:
         for k in t:
             t[k] += d.get(k, 0)
     return totals
+
+
+TOTAL = "total_"  # the prefix of a stage's expected record count ("total_write")
+
+
+def expect(folder: str, stage: str, records: int) -> None:
+    """Says how many records `stage` will process, once a step knows it (the
+    shard plans know what WriteShards will write): the progress bar's total."""
+    if not folder:
+        return
+    p = Progress(folder, TOTAL + stage)
+    p.add(records)
+    p.flush(force=True)

@@ -18,11 +18,10 @@ import heapq
 import itertools
 import os
 import pickle
-import tempfile
 from typing import Iterable, Iterator
 
 from tfrecord_pipelines.transforms.core.records import Reject, reject_line, reject_order
-from tfrecord_pipelines.transforms.storage import spill
+from tfrecord_pipelines.transforms.storage import scratch, spill
 
 RUN = 100_000  # rejects sorted in memory at once (~30 MB)
 _CHUNK = 1_000  # lines per pickled piece of a run file
@@ -68,14 +67,14 @@ class RejectLog:
         if self.count <= self._run:
             yield from sorted(self, key=reject_order)
             return
-        with tempfile.TemporaryDirectory(prefix="tfrecords-rejects-") as scratch:
+        with scratch.folder("rejects") as runs_dir:  # reclaimed by a later run if this one is killed
             runs = []
             batch_iter = iter(self)
             while True:
                 chunk = sorted(itertools.islice(batch_iter, self._run), key=reject_order)
                 if not chunk:
                     break
-                runs.append(_write_run(scratch, len(runs), chunk))
+                runs.append(_write_run(runs_dir, len(runs), chunk))
             yield from heapq.merge(*(_read_run(p) for p in runs), key=reject_order)
 
 

@@ -27,10 +27,26 @@ from typing import Iterable, Iterator, NamedTuple, Union
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
+from tfrecord_pipelines.transforms.core.errors import ConversionError
 from tfrecord_pipelines.transforms.core.records import Batch, pack, unpack
 
 
 _made: set = set()  # spill folders this process made
+
+
+class SpillError(ConversionError, RuntimeError):
+    """A spill file could not be written (a full disk): it says which disk, which
+    is not --output's when the output is a bucket."""
+
+
+def _spill_error(e: OSError, folder: str) -> SpillError:
+    beside_output = ".tfrecords-staging-" in folder  # layout.STAGING_PREFIX: a local output's staging folder
+    where = ("beside --output, in its staging folder" if beside_output else
+             "in this machine's temp folder (TMPDIR), not in --output")
+    fix = "free space on that disk" if beside_output else "free space there or point TMPDIR at a disk with room"
+    return SpillError(f"{e.strerror or e} while writing spill files in {folder} ({where}; a run's record metadata "
+                      f"waits there, about 1 KB per image): {fix}, or pass --spill off to keep it in memory "
+                      "(about 1.5 KB per image); nothing was published")
 
 
 class Spilled(NamedTuple):
@@ -58,22 +74,32 @@ class SpillWriter:
     per group."""
 
     def __init__(self, folder: str):
-        if folder not in _made:
-            os.makedirs(folder, exist_ok=True)
-            _made.add(folder)
-        self._path = os.path.join(folder, f"{uuid.uuid4().hex}.spill")
-        self._f = open(self._path, "wb")
+        self._folder = folder
+        try:
+            if folder not in _made:
+                os.makedirs(folder, exist_ok=True)
+                _made.add(folder)
+            self._path = os.path.join(folder, f"{uuid.uuid4().hex}.spill")
+            self._f = open(self._path, "wb")
+        except OSError as e:
+            raise _spill_error(e, folder) from e
         self._offset = 0
 
     def add(self, items: list) -> Spilled:
         data = pack(items)
-        self._f.write(data)
+        try:
+            self._f.write(data)
+        except OSError as e:
+            raise _spill_error(e, self._folder) from e
         ref = Spilled(self._path, self._offset, len(data), len(items))
         self._offset += len(data)
         return ref
 
     def close(self) -> None:
-        self._f.close()
+        try:
+            self._f.close()
+        except OSError as e:  # the buffered tail did not fit
+            raise _spill_error(e, self._folder) from e
 
     def __enter__(self):
         return self

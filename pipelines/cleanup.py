@@ -1,0 +1,72 @@
+"""`tfrecords cleanup [OUTPUT ...]`: remove what runs that were killed left behind.
+
+A run removes its scratch files when it ends, however it fails; a run killed
+with SIGKILL (or a machine that lost power) cannot. The next conversion on
+this machine removes them too (pipelines/lifecycle.py); this command does it
+now, and for outputs no run will write into again:
+
+* in this machine's temp folder (TMPDIR): the scratch folders of runs whose
+  process is gone (transforms/storage/scratch.py), with the spill files of a
+  bucket output, and the staging folders of local outputs they name;
+* in each OUTPUT given (local or gs://): the staging folders and temp files
+  of earlier runs, under the output's lock, which is taken only if no live run
+  holds it (a lock of a dead process on this machine, or an expired one, is
+  taken over; a running conversion's output is left alone).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+from typing import Optional
+
+from tfrecord_pipelines import lifecycle, output_guard
+from tfrecord_pipelines.transforms.storage import fsutil, layout, run_lock
+
+
+def clean_output(output: str) -> list:
+    """The staging folders removed from `output` (and from its version folders,
+    for a --versioned root), under its lock; raises run_lock.LockHeld."""
+    run_id = time.strftime("%Y%m%d-%H%M%S-") + "cleanup-" + uuid.uuid4().hex[:8]
+    folders = [output] + [fsutil.join(output, d) for d in fsutil.list_subdirs(output)
+                          if layout.VERSION_NAME.match(d) and not d.startswith(layout.STAGING_PREFIX)]
+    run_lock.acquire(output, run_id, ttl_hours=1.0)
+    removed = []
+    try:
+        for folder in folders:
+            removed += [fsutil.join(folder, d) for d in fsutil.list_subdirs(folder)
+                        if d.startswith(layout.STAGING_PREFIX)]
+            output_guard.remove_leftover_staging(folder, run_id)
+    finally:
+        run_lock.release(output, run_id)
+    return removed
+
+
+def main(argv: Optional[list] = None) -> int:
+    ap = argparse.ArgumentParser(prog="tfrecords cleanup", description=__doc__.split("\n\n")[0],
+                                 epilog="Removes the temp folder's leftovers of dead runs, then each OUTPUT's.")
+    ap.add_argument("outputs", nargs="*", metavar="OUTPUT", help="output folders (local or gs://) to clean as well")
+    args = ap.parse_args(argv)
+    if not lifecycle.reclaim_scratch(out=sys.stdout):
+        print("nothing left by killed runs in the temp folder")
+    code = 0
+    for given in args.outputs:
+        output = fsutil.normalize_root(given)
+        if not fsutil.is_dir(output):
+            print(f"error: {given}: no such output folder", file=sys.stderr)
+            code = 1
+            continue
+        try:
+            removed = clean_output(output)
+        except run_lock.LockHeld as e:
+            print(f"error: {given}: not cleaned: {e}", file=sys.stderr)
+            code = 1
+            continue
+        except Exception as e:  # e.g. a bucket that does not answer
+            print(f"error: {given}: not cleaned: {lifecycle.describe_failure(e, '')}", file=sys.stderr)
+            code = 1
+            continue
+        print(f"{given}: removed {len(removed)} staging folder{'s' if len(removed) != 1 else ''} of earlier runs"
+              + (f" ({', '.join(removed[:3])}{', ...' if len(removed) > 3 else ''})" if removed else ""))
+    return code
