@@ -89,6 +89,7 @@ def _comparable_manifest(data: bytes, output: str) -> dict:
     for key in ("run_id", "created"):
         assert m.pop(key)
     assert m["report"].pop("seconds") >= 0 and m["report"]["file"] == "report.html"
+    assert all(v >= 0 for v in m["report"].pop("spent", {}).values())  # times, like "seconds"
     assert m["options"]["output"].pop("output") == output
     return m
 
