@@ -409,6 +409,20 @@ def test_a_link_inside_the_output_is_followed(scene, tmp_path):
     assert p.returncode == 0 and "OK: 1 shard" in p.stdout, p.stderr
 
 
+@pytest.mark.parametrize("index", ["secret", "../secret.txt", "/dev/zero"])
+def test_verify_never_follows_an_index_path_the_manifest_names(scene, index):
+    """The manifest's `index` of a shard once led verify to any file: it
+    printed the first line of /etc/passwd, read /dev/zero until out of
+    memory. Now it must be the shard's own name + .idx."""
+    out, canary, _ = scene
+    m = load(out)
+    m["splits"]["train"]["shards"][0]["index"] = canary if index == "secret" else index
+    save(out, m)
+    p = cli("verify", out, timeout=60)
+    one_error_line(p, "its index must be")
+    assert CANARY not in _runs(p) and "second line" not in _runs(p)
+
+
 @pytest.mark.parametrize("target", ["fifo", "/dev/zero", "canary", "sparse", "dir"])
 def test_verify_reads_a_shard_index_only_as_a_small_file_inside_the_output(scene, target):
     """The index verify reads is the shard's name + .idx (the manifest's
@@ -434,6 +448,7 @@ def test_verify_reads_a_shard_index_only_as_a_small_file_inside_the_output(scene
     assert p.returncode == 1 and CANARY not in _runs(p) and "second line" not in _runs(p)
     assert f"ERROR {SHARD}.idx:" in p.stderr and "FAILED:" in p.stderr, p.stderr
     assert {line.split(":")[0] for line in p.stderr.splitlines()} == {f"ERROR {SHARD}.idx", "FAILED"}, p.stderr
+    assert "cannot be read as an index" in p.stderr
 
 
 @pytest.mark.parametrize("target", ["fifo", "/dev/zero", "canary"])
@@ -747,3 +762,24 @@ def test_a_bucket_output_is_read_as_untrusted_too(gcs, good):  # noqa: F811 (the
         bucket().blob(f"{prefix}/manifest.json").upload_from_string(json.dumps(m))
         for cmd in ("verify", "spec"):
             one_error_line(cli(cmd, out), "shard")
+
+
+# ---- the reading primitives, in this process ----------------------------------------------------------------------
+
+
+def test_lines_are_read_within_their_caps_and_counted_in_pieces(tmp_path):
+    from tfrecord_pipelines.transforms.storage import untrusted
+    path = str(tmp_path / "f")
+    for data in (b"", b"a", b"a\n", b"a\nb", b"\n\n", b"a\r\nb\n", b"x" * (3 << 20) + b"\ny"):
+        write(path, data)
+        assert untrusted.count_lines(path) == len(data.splitlines()), data[:20]
+    write(path, b"short\n" + b"L" * 1000 + b"\nafter\n" + b"tail-without-newline")
+    assert list(untrusted.read_lines(path, max_bytes=10_000, max_line=100)) == [
+        b"short", b"L" * 100, b"after", b"tail-without-newline"]
+    assert list(untrusted.read_lines(path, max_bytes=20, max_line=100)) == [b"short", b"L" * 14]
+    with pytest.raises(untrusted.TooLarge):
+        untrusted.read(path, 100)
+    os.symlink(path, str(tmp_path / "inside"))
+    assert untrusted.read(str(tmp_path / "inside"), 1 << 20, within=str(tmp_path)).startswith(b"short")
+    with pytest.raises(untrusted.Refused):
+        untrusted.read(str(tmp_path / "inside"), 1 << 20, within=str(tmp_path / "sub"))

@@ -112,13 +112,12 @@ def read_lines(path: str, max_bytes: int, max_line: int, within: str = "") -> It
     with open_stream(path, within) as f:
         left = max_bytes
         while left > 0:
-            line = f.readline(min(max_line, left) + 1)
+            line = f.readline(min(max_line + 1, left))
             if not line:
                 return
             left -= len(line)
-            whole = line.endswith(b"\n")
-            if not whole:  # longer than max_line: skip to its end (bounded by max_bytes)
-                while left > 0 and (rest := f.readline(min(1 << 16, left) + 1)):
+            if not line.endswith(b"\n"):  # cut at max_line (or max_bytes): skip the rest of it, within max_bytes
+                while left > 0 and (rest := f.readline(min(1 << 16, left))):
                     left -= len(rest)
                     if rest.endswith(b"\n"):
                         break
