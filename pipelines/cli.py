@@ -29,6 +29,20 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
+def read_output(cmd: str, fn, argv: list) -> int:
+    """Runs a command that reads an output (which anyone may have written):
+    whatever its files hold, the command ends with one line, never a
+    traceback. The commands report what they expect themselves; this is for
+    what nobody foresaw."""
+    try:
+        return fn(argv)
+    except Exception as e:  # noqa: BLE001 (any failure: one line, exit 1)
+        text = f"{type(e).__name__}: {e}"
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:500])
+        print(f"error: tfrecords {cmd} failed: {text}", file=sys.stderr)
+        return 1
+
+
 def main(argv=None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -52,16 +66,16 @@ def main(argv=None) -> None:
         exit_now(check(rest))
     if cmd == "report":
         from tfrecord_pipelines.report_cmd import main as report
-        sys.exit(report(rest))
+        sys.exit(read_output(cmd, report, rest))
     if cmd == "verify":
         from tfrecord_pipelines.verify import main as verify
-        sys.exit(verify(rest))
+        sys.exit(read_output(cmd, verify, rest))
     if cmd == "inspect":
         from tfrecord_pipelines.inspect_output import main as inspect
-        sys.exit(inspect(rest))
+        sys.exit(read_output(cmd, inspect, rest))
     if cmd == "spec":
         from tfrecord_pipelines.spec import main as spec
-        sys.exit(spec(rest))
+        sys.exit(read_output(cmd, spec, rest))
     if cmd == "cleanup":
         from tfrecord_pipelines.cleanup import main as cleanup
         sys.exit(cleanup(rest))

@@ -3,6 +3,10 @@
 The conversion's publish step writes the same page; this rebuilds it, e.g.
 for an output written before reports existed, or one whose report failed.
 The manifest is left as it is (it is the output's create-only success marker).
+
+The output is read as untrusted input: only its own files, and input files
+(thumbnails of rejects and of duplicates the shards do not hold) only under
+a folder given with --sources, never under the root the manifest records.
 """
 from __future__ import annotations
 
@@ -19,6 +23,12 @@ def main(argv: Optional[list] = None) -> int:
     ap.add_argument("output", help="output folder of a conversion (local or gs://)")
     ap.add_argument("--to", default="",
                     help="write the page here instead of OUTPUT/report.html (a local path or gs://)")
+    ap.add_argument("--sources", default="",
+                    help="the folder (local or gs://) the run converted: thumbnails of rejected files, and of "
+                         "duplicates the shards do not hold, are made from files under it. Without it the page "
+                         "shows only images from the shards (the manifest names a folder too, but anyone who can "
+                         "edit the manifest could point it at files of yours, and the page is written into the "
+                         "output)")
     ap.add_argument("--deadline", type=float, default=report_data.DEADLINE_SECONDS,
                     help="seconds to spend reading thumbnails; the page is built from what was read by then")
     args = ap.parse_args(argv)
@@ -41,7 +51,8 @@ def main(argv: Optional[list] = None) -> int:
     started = time.monotonic()
     try:
         budget = report_data.Budget(args.deadline)
-        page = report_data.build(output, m, args.deadline, budget)
+        sources = fsutil.normalize_root(args.sources) if args.sources else ""
+        page = report_data.build(output, m, args.deadline, sources, budget)
         fsutil.write_bytes(target, page.encode("utf-8"))
     except Exception as e:  # unreadable shards are noted in the page; this is a failure to build or write it
         print(f"error: the report of {output} could not be built or written: {type(e).__name__}: {e}",

@@ -26,7 +26,7 @@ from tfrecord_pipelines.report import human_bytes, plural
 from tfrecord_pipelines.transforms.core.features import tfmd_schema
 from tfrecord_pipelines.transforms.core.specs import LabelType, OutputFormat
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, RecordError, crc32c_text
-from tfrecord_pipelines.transforms.storage import fsutil, gcs, layout
+from tfrecord_pipelines.transforms.storage import fsutil, gcs, layout, untrusted
 from tfrecord_pipelines.transforms.storage.gcs import StorageUnavailable
 from tfrecord_pipelines.transforms.storage.array_record_io import records_of
 
@@ -36,6 +36,7 @@ _BATCH = 256
 @dataclasses.dataclass
 class Report:
     errors: list = dataclasses.field(default_factory=list)
+    fatal: bool = False  # nothing could be verified: no manifest, or one that cannot be read
     shards: int = 0
     records: int = 0
     bytes: int = 0
@@ -213,7 +214,12 @@ def verify_shard(output: str, entry: dict, compression: Compression, decoder, ch
     path = fsutil.join(output, name)
     count = 0
     framing: list = []  # (offset, framed length) of each record, for the index
-    with fsutil.open_read(path) as raw:
+    try:
+        raw = untrusted.open_stream(path, within=output)
+    except OSError as e:  # a FIFO or a device in its place, a link out of the output, unreadable
+        report.errors.append(f"{name}: cannot be read: {e}")
+        return
+    with raw:
         f = _Hashing(raw, sha256="crc32c" not in entry)
         batch: list = []
         try:
@@ -248,9 +254,11 @@ def verify_shard(output: str, entry: dict, compression: Compression, decoder, ch
 def _check_index(output: str, index: str, shard: str, framing: list, report: Report) -> None:
     """The index holds one line `<offset> <length>` per record of the shard,
     in order (what DALI and the tfrecord package seek by)."""
+    # `index` is the shard's name + ".idx" (layout.check_manifest); at most one short line per record.
+    cap = untrusted.MAX_INDEX_LINE_BYTES * (len(framing) + 1)
     try:
-        lines = fsutil.read_bytes(fsutil.join(output, index)).decode("ascii").splitlines()
-    except Exception as e:  # missing (reported with the listing), unreadable or not text
+        lines = untrusted.read(fsutil.join(output, index), cap, within=output).decode("ascii").splitlines()
+    except Exception as e:  # missing (reported with the listing), not a file, too long for the shard, not text
         if not isinstance(e, FileNotFoundError):
             report.errors.append(f"{index}: cannot be read as an index: {str(e)[:200]}")
         return
@@ -273,11 +281,13 @@ def verify_output(output: str, deep: bool = True, log=None, decode: bool = False
         m = layout.read_manifest(output)
     except FileNotFoundError:
         report.errors.append(_no_manifest(output))
+        report.fatal = True
         return report
     except StorageUnavailable:
         raise
-    except Exception as e:
+    except Exception as e:  # malformed (layout.ManifestError), not a file, too large, unreadable
         report.errors.append(f"{layout.MANIFEST} cannot be read: {e}")
+        report.fatal = True
         return report
     c = m["counts"]
     if c["listed"] != c["written"] + c["rejected"] + c["not_selected"]:
@@ -330,8 +340,8 @@ def verify_output(output: str, deep: bool = True, log=None, decode: bool = False
 def _no_manifest(output: str) -> str:
     """Why there is nothing to verify; for a --versioned root, which version to verify."""
     try:
-        version = fsutil.read_bytes(fsutil.join(output, layout.LATEST)).decode("utf-8").strip()
-    except Exception:  # no LATEST either
+        version = layout.read_pointer(output) or ""
+    except ValueError:  # a LATEST that is not a version name, or not a file: not a root of versions either
         version = ""
     if version:
         return (f"{output} is a dataset root of versions (--versioned): it has {layout.LATEST}, which names "
@@ -343,14 +353,15 @@ def _no_manifest(output: str) -> str:
 
 def _check_rejects(output: str, expected: int, report: Report) -> None:
     try:
-        lines = fsutil.read_bytes(fsutil.join(output, layout.REJECTS)).splitlines()
+        lines = untrusted.count_lines(fsutil.join(output, layout.REJECTS), within=output)
     except StorageUnavailable:
         raise
-    except Exception:
-        report.errors.append(f"{layout.REJECTS}: missing")
+    except Exception as e:  # gone; not a file, a link out of the output, unreadable
+        why = "missing" if fsutil.error_reason(e) == "missing" else f"cannot be read: {str(e)[:200]}"
+        report.errors.append(f"{layout.REJECTS}: {why}")
         return
-    if len(lines) != expected:
-        report.errors.append(f"{layout.REJECTS}: {len(lines)} lines, the manifest counts {expected} rejects")
+    if lines != expected:
+        report.errors.append(f"{layout.REJECTS}: {lines} lines, the manifest counts {expected} rejects")
 
 
 def add_io_timeout(ap) -> None:
@@ -391,6 +402,9 @@ def main(argv: Optional[list] = None) -> int:
                                decode=args.decode)
     except StorageUnavailable as e:  # a bucket that stopped answering: one line, not a traceback
         print(f"error: {e}; nothing more was checked", file=sys.stderr)
+        return 1
+    if report.fatal:  # one line: there was nothing to verify
+        print(f"error: {report.errors[0]} (verify FAILED)", file=sys.stderr)
         return 1
     for err in report.errors:
         print(f"ERROR {err}", file=sys.stderr)

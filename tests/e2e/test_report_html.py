@@ -257,7 +257,8 @@ def test_the_report_is_self_contained_and_escapes_what_it_shows(output):
                                                                             if "data:image/" not in x]
     assert not re.search(r"https?://", page)  # no URL anywhere, not even in the CSS
     assert ("meta", [("http-equiv", "Content-Security-Policy"),
-                     ("content", "default-src 'none'; img-src data:; style-src 'unsafe-inline'")]) in tags
+                     ("content", "default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
+                                 "form-action 'none'; base-uri 'none'")]) in tags
     assert not [t for t, _ in tags if t in ("script", "link", "iframe", "object", "embed")]
     assert not [(t, k) for t, attrs in tags for k, _ in attrs if k.startswith("on")]  # no event handlers
     # The file named as markup is shown as text, never as an element.
@@ -292,18 +293,25 @@ def test_the_browser_check_catches_a_broken_page(tmp_path):
 
 def test_tfrecords_report_rebuilds_the_page_locally(output, capsys):
     from tfrecord_pipelines.cli import main as cli
-    _, out = output
+    root, out = output
     path = os.path.join(out, "report.html")
     before = open(path, encoding="utf-8").read()
     os.remove(path)
     with pytest.raises(SystemExit) as e:
-        cli(["report", out])
+        cli(["report", out, "--sources", root])
     assert e.value.code == 0
     assert "wrote " + path in capsys.readouterr().out
     after = open(path, encoding="utf-8").read()
-    # The same figures and thumbnails as the page the conversion wrote.
+    # With the input folder named: the same figures and thumbnails as the page the conversion wrote.
     assert after.count('class="thumb"') == before.count('class="thumb"')
     assert after.count('class="chart"') == before.count('class="chart"')
+    # Without it, no input file is read: the reject that only its source file could show has no thumbnail.
+    with pytest.raises(SystemExit) as e:
+        cli(["report", out])
+    assert e.value.code == 0
+    bare = open(path, encoding="utf-8").read()
+    assert 'alt="bird/big.bmp"' in after and 'alt="bird/big.bmp"' not in bare and "--sources DIR" in bare
+    assert bare.count('class="chart"') == before.count('class="chart"')
     elsewhere = os.path.join(os.path.dirname(out), "elsewhere", "r.html")
     with pytest.raises(SystemExit) as e:
         cli(["report", out, "--to", elsewhere])

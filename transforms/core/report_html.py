@@ -5,9 +5,17 @@ the first rejects. transforms/storage/report_data.py gathers those inputs.
 The page is one self-contained file: charts are PNGs drawn by matplotlib
 (Agg backend, its object API, so no global pyplot state is shared between
 threads) and, like the thumbnails, embedded as data: URIs. A Content-Security-
-Policy meta tag forbids every load that is not such a data: URI and every
-script, so the page cannot reach the network even if a file name or label
-smuggled markup past the escaping (everything shown is escaped as well).
+Policy meta tag forbids every load that is not such a data: URI, every
+script, every form submission and any <base>, so the page cannot reach the
+network even if a file name or label smuggled markup past the escaping.
+
+The manifest it shows may come from anyone (`tfrecords report` on a shared
+output): every value is escaped (control and bidirectional characters shown
+as escapes, long text cut), every figure is formatted as a number only if it
+is one, and a section of the wrong type is shown as empty. No CSP directive
+stops a navigation (`<meta http-equiv="refresh">`, a link): the page holds no
+such element by construction, and check_markup() refuses to return a page
+with any element or attribute the builder does not write.
 
 Every section degrades: a manifest without a "quality" section (written
 before it existed) gets a report without duplicates, and its size charts come
@@ -19,6 +27,8 @@ import base64
 import dataclasses
 import html
 import io
+import math
+from html.parser import HTMLParser
 from typing import Iterable, NamedTuple, Optional
 
 from PIL import Image, ImageOps
@@ -34,7 +44,10 @@ MAX_SHOWN_GROUPS = 12        # duplicate groups and near-duplicate pairs shown
 MAX_FILES_PER_GROUP = 4
 MAX_LIST = 30                # names listed in a warning before "..."
 DPI = 96
-_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; form-action 'none'; base-uri 'none'"
+MAX_TEXT = 4000              # characters of one value shown (a path, a detail, an option)
+MAX_BARS = 40                # bars of a bar chart (reject reasons): the largest, then "others"
+MAX_BINS = 64                # bins of a size histogram (the manifest's have 11)
 _COLORS = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377", "#bbbbbb")  # Paul Tol's, colour-blind safe
 
 
@@ -153,6 +166,12 @@ def _short(text: str, n: int = 18) -> str:
     return text if len(text) <= n else text[:n - 1] + "\u2026"
 
 
+def _tick(text: str, n: int = 18) -> str:
+    """A name as a chart label: shortened, its '$' escaped (matplotlib reads
+    '$...$' as math, and a class named '$$' would fail the chart)."""
+    return _short(_plain(text), n).replace("$", r"\$")
+
+
 def class_chart(classes: list, per_split: dict) -> str:
     """Records per class and split: labelled bars for a few classes, else one
     curve per split of its class counts sorted (where imbalance shows)."""
@@ -164,8 +183,8 @@ def class_chart(classes: list, per_split: dict) -> str:
         for i, split in enumerate(splits):
             ys = [per_split[split].get(c, 0) for c in classes]
             ax.bar([x + (i - (len(splits) - 1) / 2) * width for x in range(len(classes))], ys, width,
-                   label=split, color=_COLORS[i % len(_COLORS)])
-        ax.set_xticks(range(len(classes)), [_short(c) for c in classes], rotation=45 if len(classes) > 6 else 0,
+                   label=_tick(split, 40), color=_COLORS[i % len(_COLORS)])
+        ax.set_xticks(range(len(classes)), [_tick(c) for c in classes], rotation=45 if len(classes) > 6 else 0,
                       ha="right" if len(classes) > 6 else "center")
         ax.set_ylabel("records")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -176,7 +195,7 @@ def class_chart(classes: list, per_split: dict) -> str:
         for i, split in enumerate(splits):
             ys = sorted((per_split[split].get(c, 0) for c in classes), reverse=True)
             ax.fill_between(range(len(ys)), ys, step="mid", alpha=0.55, color=_COLORS[i % len(_COLORS)],
-                            label=f"{split} (min {ys[-1]:,}, median {ys[len(ys) // 2]:,}, max {ys[0]:,})")
+                            label=f"{_tick(split, 40)} (min {ys[-1]:,}, median {ys[len(ys) // 2]:,}, max {ys[0]:,})")
         ax.set_xlabel(f"{len(classes):,} classes, each split's sorted by its count")
         ax.set_ylabel("records")
         ax.set_xlim(0, len(classes) - 1)
@@ -188,10 +207,16 @@ def class_chart(classes: list, per_split: dict) -> str:
 
 
 def bars_chart(title: str, names: list, values: list, xlabel: str = "records") -> str:
+    if len(names) > MAX_BARS:  # the largest, and the rest as one bar
+        order = sorted(range(len(names)), key=lambda i: -values[i])
+        keep = order[:MAX_BARS - 1]
+        rest = sum(values[i] for i in order[MAX_BARS - 1:])
+        names = [names[i] for i in keep] + [f"{len(order) - len(keep):,} others"]
+        values = [values[i] for i in keep] + [rest]
     fig = _figure(7.0, 0.9 + 0.28 * len(names))
     ax = fig.add_subplot()
     ax.barh(range(len(names)), values, color=_COLORS[1])
-    ax.set_yticks(range(len(names)), [_short(n, 28) for n in names])
+    ax.set_yticks(range(len(names)), [_tick(n, 28) for n in names])
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -219,9 +244,9 @@ def sizes_chart(sizes: dict) -> str:
     for ax, (key, name, fmt) in zip(axes, (("width", "width (px)", lambda v: f"{v:g}"),
                                            ("height", "height (px)", lambda v: f"{v:g}"),
                                            ("aspect", "aspect (width / height)", lambda v: f"{v:g}"))):
-        h = sizes.get(key) or {}
-        edges, counts = list(h.get("edges", [])), list(h.get("counts", []))
-        if len(edges) != len(counts) + 1 or not counts:
+        h = obj(sizes.get(key))
+        edges, counts = numbers(h.get("edges")), numbers(h.get("counts"))
+        if len(edges) != len(counts) + 1 or not counts or len(counts) > MAX_BINS:
             ax.set_axis_off()
             continue
         ax.bar(range(len(counts)), counts, color=_COLORS[0 if key != "aspect" else 2])
@@ -236,8 +261,54 @@ def sizes_chart(sizes: dict) -> str:
 # ---- the page ----------------------------------------------------------------------------------------------------
 
 
+def obj(v) -> dict:
+    """A section of the manifest that should be an object ({} if it is not)."""
+    return v if isinstance(v, dict) else {}
+
+
+def items(v) -> list:
+    """A part of the manifest that should be a list ([] if it is not)."""
+    return v if isinstance(v, list) else []
+
+
+def _count(v) -> int:
+    """A count of the manifest for arithmetic (0 if it is not one)."""
+    return v if type(v) is int and v >= 0 else 0  # noqa: E721 (bool is no count)
+
+
+def numbers(v) -> list:
+    """A list of finite numbers ([] if it is anything else)."""
+    ok = isinstance(v, list) and all(type(x) in (int, float) and math.isfinite(x) for x in v)  # noqa: E721
+    return v if ok else []
+
+
+def _plain(v) -> str:
+    """A value as one line of printable text: control, format and bidirectional
+    characters (a NUL, an RTL override that would show a name reversed, a
+    newline) become visible escapes; cut to MAX_TEXT characters."""
+    text = v if isinstance(v, str) else str(v)
+    if len(text) > MAX_TEXT:
+        text = text[:MAX_TEXT - 1] + "\u2026"
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text
+
+
 def _e(v) -> str:
-    return html.escape(str(v), quote=True)
+    return html.escape(_plain(v), quote=True)
+
+
+def _n(v) -> str:
+    """A figure of the manifest: as a number if it is one, else as escaped text."""
+    if type(v) is int:  # noqa: E721 (a bool is shown as text)
+        return f"{v:,}"
+    if type(v) is float and math.isfinite(v):  # noqa: E721
+        return f"{v:,g}"
+    return _e(v)
+
+
+def _plural(n, word: str, many: str = "") -> str:
+    return f"{_n(n)} {word if n == 1 else many or word + 's'}"
 
 
 def _img(thumb: bytes, alt: str, cls: str = "thumb") -> str:
@@ -258,15 +329,17 @@ def _table(head: list, rows: Iterable[list], cls: str = "") -> str:
     return "".join(out) + "</table>"
 
 
-def _names(items: list) -> str:
-    shown = ", ".join(_e(x) for x in items[:MAX_LIST])
-    return shown + (f", ... ({len(items):,} in all)" if len(items) > MAX_LIST else "")
+def _names(names) -> str:
+    names = items(names) if not isinstance(names, str) else [names]
+    shown = ", ".join(_e(x) for x in names[:MAX_LIST])
+    return shown + (f", ... ({len(names):,} in all)" if len(names) > MAX_LIST else "")
 
 
 def _classes(m: dict, per_split: dict) -> list:
     """Class names in id order (the label map's), then any others by name."""
-    lm = m.get("label_map") or {}
-    ordered = [n for n, _ in sorted((lm.get("classes") or {}).items(), key=lambda p: (p[1], p[0]))]
+    lm = obj(m.get("label_map"))
+    ids = {n: i for n, i in obj(lm.get("classes")).items() if type(i) is int}  # noqa: E721
+    ordered = [n for n, _ in sorted(ids.items(), key=lambda p: (p[1], p[0]))]
     seen = set(ordered)
     others = sorted({c for counts in per_split.values() for c in counts if c not in seen})
     present = {c for counts in per_split.values() for c in counts}
@@ -274,66 +347,74 @@ def _classes(m: dict, per_split: dict) -> list:
 
 
 def _per_split(m: dict) -> dict:
-    quality = m.get("quality") or {}
-    per = (quality.get("balance") or {}).get("per_split")
-    if isinstance(per, dict) and per:
-        return {s: dict(c) for s, c in per.items()}
-    return {s: dict(v.get("label_counts") or {}) for s, v in (m.get("splits") or {}).items()}
+    """{split: {class: count}}: the quality figures', else the splits' label
+    counts; anything but a count is left out."""
+    per = obj(obj(obj(m.get("quality")).get("balance")).get("per_split"))
+    if not per:
+        per = {s: obj(v).get("label_counts") for s, v in obj(m.get("splits")).items()}
+    return {s: {c: n for c, n in obj(counts).items() if type(n) is int and n >= 0}  # noqa: E721
+            for s, counts in per.items()}
 
 
 def _warnings(m: dict, check: bool) -> list:
-    q = m.get("quality") or {}
+    q = obj(m.get("quality"))
     out = []
-    d = q.get("duplicates") or {}
+    d = obj(q.get("duplicates"))
     if d.get("across_splits"):
-        out.append(f"{plural(d['across_splits'], 'group')} of identical images span splits: the same image is in "
+        out.append(f"{_plural(d['across_splits'], 'group')} of identical images span splits: the same image is in "
                    "training and evaluation data")
     if d.get("conflicting_labels"):
-        out.append(f"{plural(d['conflicting_labels'], 'group')} of identical images carry different labels")
-    nd = q.get("near_duplicates") or {}
+        out.append(f"{_plural(d['conflicting_labels'], 'group')} of identical images carry different labels")
+    nd = obj(q.get("near_duplicates"))
     if nd.get("across_splits"):
-        out.append(f"{plural(nd['across_splits'], 'near-duplicate pair')} span splits")
-    b = q.get("balance") or {}
-    for split, names in sorted((b.get("missing_from_train") or {}).items()):
-        out.append(f"split {_e(split)} has {len(names):,} classes that train lacks: {_names(names)}")
-    for split, names in sorted((b.get("below_min") or {}).items()):
-        few = "no records" if b.get("min_count") == 1 else f"fewer than {b.get('min_count', '?')} records"
-        classes = f"{len(names):,} class{'' if len(names) == 1 else 'es'}"
-        out.append(f"split {_e(split)}: {classes} {'has' if len(names) == 1 else 'have'} {few}: {_names(names)}")
-    c = m.get("counts") or {}
-    if c.get("listed") and c.get("rejected"):
-        out.append(f"{c['rejected']:,} of {c['listed']:,} listed records ({c['rejected'] / c['listed']:.1%}) "
+        out.append(f"{_plural(nd['across_splits'], 'near-duplicate pair')} span splits")
+    b = obj(q.get("balance"))
+    for split, names in sorted(obj(b.get("missing_from_train")).items()):
+        out.append(f"split {_e(split)} has {_n(len(items(names)))} classes that train lacks: {_names(names)}")
+    for split, names in sorted(obj(b.get("below_min")).items()):
+        n = len(items(names))
+        few = "no records" if b.get("min_count") == 1 else f"fewer than {_n(b.get('min_count', '?'))} records"
+        classes = f"{n:,} class{'' if n == 1 else 'es'}"
+        out.append(f"split {_e(split)}: {classes} {'has' if n == 1 else 'have'} {few}: {_names(names)}")
+    c = obj(m.get("counts"))
+    listed, rejected = _count(c.get("listed")), _count(c.get("rejected"))
+    if listed and rejected:
+        out.append(f"{rejected:,} of {listed:,} listed records ({rejected / listed:.1%}) "
                    f"{'would be' if check else 'were'} rejected")
-    empty = [f"{s} ({sum(1 for e in v.get('shards', []) if not e.get('records'))})"
-             for s, v in (m.get("splits") or {}).items() if any(not e.get("records") for e in v.get("shards", []))]
+    splits = obj(m.get("splits"))
+    empty = [f"{s} ({sum(1 for e in items(obj(v).get('shards')) if not obj(e).get('records'))})"
+             for s, v in splits.items() if any(not obj(e).get("records") for e in items(obj(v).get("shards")))]
     if empty:
         out.append(f"empty shards in {', '.join(_e(x) for x in empty)}")
     return out
 
 
 def _summary(m: dict, check: bool) -> str:
-    c = m.get("counts") or {}
+    c = obj(m.get("counts"))
     done = c.get("valid", c.get("written", 0))
-    parts = [f"listed <b>{c.get('listed', 0):,}</b> = {'valid' if check else 'written'} <b>{done:,}</b> "
-             f"+ rejected <b>{c.get('rejected', 0):,}</b>"]
+    parts = [f"listed <b>{_n(c.get('listed', 0))}</b> = {'valid' if check else 'written'} <b>{_n(done)}</b> "
+             f"+ rejected <b>{_n(c.get('rejected', 0))}</b>"]
     if c.get("not_selected"):
-        parts[0] += f" + not selected <b>{c['not_selected']:,}</b>"
-    excluded = c.get("excluded") or {}
+        parts[0] += f" + not selected <b>{_n(c['not_selected'])}</b>"
+    excluded = obj(c.get("excluded"))
     if excluded:
-        parts.append("not listed: " + ", ".join(f"{_e(k)} {v:,}" for k, v in excluded.items()))
-    lm = m.get("label_map") or {}
+        parts.append("not listed: " + ", ".join(f"{_e(k)} {_n(v)}" for k, v in excluded.items()))
+    lm = obj(m.get("label_map"))
     kind = lm.get("kind", "")
     if kind in ("class", "int"):
-        parts.append(f"labels: {len(lm.get('classes') or {}):,} classes ({_e(kind)})")
+        parts.append(f"labels: {len(obj(lm.get('classes'))):,} classes ({_e(kind)})")
     elif kind == "float":
         parts.append("labels: float regression targets")
     elif kind:
         parts.append("unlabelled")
     rows = []
-    for name, s in (m.get("splits") or {}).items():
-        row = [_e(name), f"{s.get('records', 0):,}", f"{len(s.get('label_counts') or {}):,}"]
+    for name, s in obj(m.get("splits")).items():
+        s = obj(s)
+        row = [_e(name), _n(s.get("records", 0)), f"{len(obj(s.get('label_counts'))):,}"]
         if not check:
-            row += [f"{s.get('num_shards', 0):,}", human_bytes(s.get("bytes", 0)), _e(s.get("pattern", ""))]
+            size = s.get("bytes", 0)
+            row += [_n(s.get("num_shards", 0)), human_bytes(size) if _count(size) else _e(size),
+                    _e(s.get("pattern", ""))]
         rows.append(row)
     head = ["split", "records" if not check else "valid records", "classes"]
     if not check:
@@ -343,8 +424,8 @@ def _summary(m: dict, check: bool) -> str:
 
 
 def _option_rows(m: dict) -> list:
-    o = m.get("options") or {}
-    inputs, shards = o.get("inputs") or {}, o.get("shards") or {}
+    o = obj(m.get("options"))
+    inputs, shards = obj(o.get("inputs")), obj(o.get("shards"))
     rows = [("input", inputs.get("table") or inputs.get("root", "")), ("image root", inputs.get("root", "")),
             ("output format", m.get("output_format", shards.get("output_format", "tfrecord"))),
             ("compression", m.get("compression", shards.get("compression", ""))),
@@ -357,10 +438,11 @@ def _balance(m: dict) -> str:
     per_split = _per_split(m)
     classes = _classes(m, per_split)
     if not classes:
-        splits = m.get("splits") or {}
+        splits = obj(m.get("splits"))
         if not splits:
             return "<p>No records.</p>"
-        return _chart(bars_chart("records per split", list(splits), [s.get("records", 0) for s in splits.values()]),
+        return _chart(bars_chart("records per split", list(splits), [_count(obj(s).get("records"))
+                                                                      for s in splits.values()]),
                       "records per split")
     return _chart(class_chart(classes, per_split), "records per class and split")
 
@@ -382,7 +464,7 @@ def _contact_sheet(samples: list, classes: list, kind: str = "") -> str:
 
 
 def _rejects(m: dict, shown: list, check: bool, rejects_file: str) -> str:
-    by_reason = m.get("rejects_by_reason") or {}
+    by_reason = {r: n for r, n in obj(m.get("rejects_by_reason")).items() if _count(n)}
     if not by_reason:
         return "<p>No rejects.</p>"
     names = sorted(by_reason, key=lambda r: (-by_reason[r], r))
@@ -396,9 +478,11 @@ def _rejects(m: dict, shown: list, check: bool, rejects_file: str) -> str:
     return "".join(out)
 
 
-def _file_card(f: dict, thumbs: dict, extra: str = "") -> str:
-    path = str(f.get("path", ""))
-    return (f'<figure>{_img(thumbs.get(path, b""), path)}<figcaption>{_e(_short(path, 28))}<br>'
+def _file_card(f, thumbs: dict, extra: str = "") -> str:
+    f = obj(f)
+    path = _plain(f.get("path", ""))
+    thumb = thumbs.get(f.get("path"), b"") if isinstance(f.get("path"), str) else b""
+    return (f'<figure>{_img(thumb, path)}<figcaption>{_e(_short(path, 28))}<br>'
             f'<small>{_e(f.get("split", ""))} \u00b7 {_e(f.get("label"))}{extra}</small></figcaption></figure>')
 
 
@@ -409,31 +493,33 @@ def _duplicates(m: dict, thumbs: dict) -> str:
     if not isinstance(q, dict):
         return "<p>This manifest has no quality figures (it was written by an earlier version).</p>"
     out = []
-    d = q.get("duplicates") or {}
+    d = obj(q.get("duplicates"))
     if d:
-        out.append(f"<p>Exact duplicates (same bytes): {d.get('groups', 0):,} groups, {d.get('extra_copies', 0):,} "
-                   f"extra copies; {d.get('within_split', 0):,} within a split, {d.get('across_splits', 0):,} across "
-                   f"splits, {d.get('conflicting_labels', 0):,} with conflicting labels (policy: "
-                   f"<code>{_e(d.get('policy', ''))}</code>).</p>")
-        for g in (d.get("examples") or [])[:MAX_SHOWN_GROUPS]:
-            files = g.get("files") or []
+        out.append(f"<p>Exact duplicates (same bytes): {_n(d.get('groups', 0))} groups, "
+                   f"{_n(d.get('extra_copies', 0))} extra copies; {_n(d.get('within_split', 0))} within a split, "
+                   f"{_n(d.get('across_splits', 0))} across splits, {_n(d.get('conflicting_labels', 0))} with "
+                   f"conflicting labels (policy: <code>{_e(d.get('policy', ''))}</code>).</p>")
+        for g in items(d.get("examples"))[:MAX_SHOWN_GROUPS]:
+            g = obj(g)
+            files = items(g.get("files"))
             count = g.get("count", len(files))  # outputs written before groups were capped have no count
             flags = [t for t, on in (("across splits", g.get("across_splits")),
                                      ("conflicting labels", g.get("conflicting_labels"))) if on]
-            more = f'<div class="more">+{count - MAX_FILES_PER_GROUP:,} more</div>' \
-                if count > MAX_FILES_PER_GROUP else ""
+            more = f'<div class="more">+{_count(count) - MAX_FILES_PER_GROUP:,} more</div>' \
+                if _count(count) > MAX_FILES_PER_GROUP else ""
             out.append(f'<div class="pair"><div class="flags">{_e(", ".join(flags) or "same split")}<br>'
                        f'<small>sha256 {_e(str(g.get("sha256", ""))[:12])}</small></div>'
                        + "".join(_file_card(f, thumbs) for f in files[:MAX_FILES_PER_GROUP]) + more + "</div>")
-    nd = q.get("near_duplicates") or {}
+    nd = obj(q.get("near_duplicates"))
     if nd.get("hash"):
-        out.append(f"<p>Near duplicates ({_e(nd['hash'])} hash, Hamming distance \u2264 {nd.get('max_distance')} of "
-                   f"{nd.get('bits')} bits): {nd.get('pairs', 0):,} pairs, {nd.get('across_splits', 0):,} across "
-                   "splits.</p>")
-        for p in (nd.get("examples") or [])[:MAX_SHOWN_GROUPS]:
-            a, b = p.get("a") or {}, p.get("b") or {}
+        out.append(f"<p>Near duplicates ({_e(nd['hash'])} hash, Hamming distance \u2264 {_n(nd.get('max_distance'))} "
+                   f"of {_n(nd.get('bits'))} bits): {_n(nd.get('pairs', 0))} pairs, {_n(nd.get('across_splits', 0))} "
+                   "across splits.</p>")
+        for p in items(nd.get("examples"))[:MAX_SHOWN_GROUPS]:
+            p = obj(p)
+            a, b = obj(p.get("a")), obj(p.get("b"))
             flag = "across splits" if a.get("split") != b.get("split") else "same split"
-            out.append(f'<div class="pair"><div class="flags">distance {_e(p.get("distance"))}<br>'
+            out.append(f'<div class="pair"><div class="flags">distance {_n(p.get("distance"))}<br>'
                        f"<small>{flag}</small></div>{_file_card(a, thumbs)}{_file_card(b, thumbs)}</div>")
     elif nd:
         out.append(f"<p>Near duplicates were not searched: {_e(nd.get('why_not', 'no reason given'))}.</p>")
@@ -441,10 +527,11 @@ def _duplicates(m: dict, thumbs: dict) -> str:
 
 
 def _sizes(m: dict, sampled: list) -> str:
-    sizes = (m.get("quality") or {}).get("sizes")
-    if isinstance(sizes, dict) and sizes:
-        total = sum((sizes.get("width") or {}).get("counts") or [0])
-        return f"<p>Image sizes of all {total:,} records.</p>" + _chart(sizes_chart(sizes), "image size histograms")
+    sizes = obj(obj(m.get("quality")).get("sizes"))
+    counts = numbers(obj(sizes.get("width")).get("counts"))
+    if sizes and counts:
+        return (f"<p>Image sizes of all {_n(sum(counts))} records.</p>"
+                + _chart(sizes_chart(sizes), "image size histograms"))
     if not sampled:
         return "<p>No size figures.</p>"
     return (f"<p>Image sizes of {len(sampled):,} sampled records (there are no size figures for all of them).</p>"
@@ -495,14 +582,74 @@ def build_html(m: dict, inputs: Optional[ReportInputs] = None, *, check: bool = 
             ('<div class="warn"><b>Look at these</b><ul>' + "".join(f"<li>{w}</li>" for w in warnings) + "</ul></div>"
              if warnings else '<div class="ok">No warnings.</div>'),
             "<h2>Class balance</h2>", _balance(m),
-            "<h2>Samples</h2>", _contact_sheet(inputs.samples, classes, (m.get("label_map") or {}).get("kind", "")),
+            "<h2>Samples</h2>", _contact_sheet(inputs.samples, classes, obj(m.get("label_map")).get("kind", "")),
             "<h2>Rejects</h2>", _rejects(m, inputs.rejects, check, rejects_file),
             "<h2>Duplicates and near duplicates</h2>", _duplicates(m, inputs.thumbs),
             "<h2>Image sizes</h2>", _sizes(m, inputs.sampled_sizes)]
     if inputs.notes:
         body.append("<h2>About this report</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in inputs.notes) + "</ul>")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+    # The policy comes first in <head>: a meta CSP governs only what follows it.
+    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{_e(heading + (': ' + title if title else ''))}</title><style>{_STYLE}</style></head>"
             f"<body>{''.join(body)}</body></html>\n")
+    check_markup(page)
+    return page
+
+
+class MarkupError(ValueError):
+    """The page holds markup its builder never writes: it is not written."""
+
+
+# What the builder writes, and nothing else: {tag: attributes it may carry}.
+_TAGS = {"html": {"lang"}, "head": set(), "meta": {"charset", "http-equiv", "content", "name"}, "title": set(),
+         "style": set(), "body": set(), "h1": set(), "h2": set(), "p": {"class"}, "b": set(), "br": set(),
+         "ul": set(), "li": set(), "div": {"class", "title"}, "table": {"class"}, "tr": set(), "th": set(),
+         "td": set(), "code": set(), "small": set(), "figure": set(), "figcaption": set(),
+         "img": {"class", "src", "alt", "title"}}
+_METAS = [(("charset", "utf-8"),), (("http-equiv", "Content-Security-Policy"), ("content", _CSP)),
+          (("name", "viewport"), ("content", "width=device-width, initial-scale=1"))]
+_IMAGE_URIS = ("data:image/png;base64,", "data:image/jpeg;base64,")
+
+
+def check_markup(page: str) -> None:
+    """Raises MarkupError if the page holds an element or attribute the
+    builder does not write: a navigation (<meta http-equiv="refresh">, a
+    link, a form), a script, an event handler, a load other than an embedded
+    image, a comment. The escaping should make this impossible; this holds
+    the page to it, whatever a manifest smuggles in."""
+    problems: list = []
+    metas: list = []
+
+    class Check(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            allowed = _TAGS.get(tag)
+            if allowed is None:
+                problems.append(f"a <{tag}> element")
+                return
+            for k, v in attrs:
+                if k not in allowed:
+                    problems.append(f"a {k!r} attribute on <{tag}>")
+                elif k == "src" and not (v or "").startswith(_IMAGE_URIS):
+                    problems.append(f"an image source {str(v)[:40]!r}")
+            if tag == "meta":
+                metas.append(tuple((k, v) for k, v in attrs))
+
+        def handle_startendtag(self, tag, attrs):
+            self.handle_starttag(tag, attrs)
+
+        def handle_comment(self, data):
+            problems.append("a comment")
+
+        def handle_pi(self, data):
+            problems.append("a processing instruction")
+
+        def unknown_decl(self, data):
+            problems.append("a declaration")
+
+    Check(convert_charrefs=True).feed(page)
+    if metas != _METAS:
+        problems.append(f"<meta> elements {metas[:6]!r}")
+    if problems:
+        raise MarkupError(f"the report's page would hold {problems[0]}, which it never writes: not written")

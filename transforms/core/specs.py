@@ -14,7 +14,7 @@ from tfrecord_pipelines.transforms.core.tfrecord_io import Compression
 
 # Split names become file names (`train-00000-of-00016.tfrecord`), so they are
 # held to a strict pattern; no '-' so that `train-*` never matches another split.
-SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
+SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}\Z")  # \Z: "$" would also match before a final newline
 KNOWN_SPLIT_FOLDERS = ("train", "validation", "val", "valid", "test", "eval", "dev")
 
 # The stages' output tags: records go on, rejects go to rejects.jsonl, stats to the manifest.

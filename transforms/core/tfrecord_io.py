@@ -156,6 +156,9 @@ class _Decompressing:
         return out
 
 
+MAX_RECORD_BYTES = (1 << 31) - 1  # protobuf's limit on a message: no Example is larger
+
+
 def iter_records(f: BinaryIO, compression: Compression = Compression.NONE) -> Iterator[tuple[int, bytes]]:
     """Yields (offset, data) for each record; raises RecordError on any damage:
     a cut header, a bad length CRC, a cut body, a bad data CRC, or (for a
@@ -173,6 +176,9 @@ def iter_records(f: BinaryIO, compression: Compression = Compression.NONE) -> It
         (length_crc,) = _U32.unpack_from(header, 8)
         if mask(google_crc32c.value(header[:8])) != length_crc:
             raise RecordError(offset, index, "length CRC mismatch (corrupt length or length CRC)")
+        if length > MAX_RECORD_BYTES:  # a crafted length would have us allocate it before reading
+            raise RecordError(offset, index, f"a record of {length:,} bytes: more than a tf.train.Example can "
+                                             f"hold ({MAX_RECORD_BYTES:,})")
         body = src.read(length + 4)
         if len(body) < length + 4:
             raise RecordError(offset, index, f"file ends inside a record: {length + 4} bytes expected, {len(body)} present")

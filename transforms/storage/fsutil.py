@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
+import stat
 from typing import Iterable, Iterator, Optional
 
 from apache_beam.io.filesystem import CompressionTypes
@@ -44,6 +45,32 @@ class AlreadyExists(Exception):
     pass
 
 
+class NotRegularFile(OSError):
+    """The path names a FIFO, a device, a socket or a folder, not a file."""
+
+
+_KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
+
+
+def open_regular_fd(path: str) -> tuple[int, os.stat_result]:
+    """(fd, its stat) of a local regular file opened for reading; raises
+    NotRegularFile for anything else. O_NONBLOCK: opening a FIFO returns at
+    once instead of waiting for a writer (it changes nothing for a file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        if e.errno != errno.ENXIO:  # ENXIO: a socket (or a device without a driver) cannot be opened
+            raise
+        raise NotRegularFile(f"{path} is {_KINDS.get(stat.S_IFMT(os.stat(path).st_mode), 'not a file')}, not a "
+                             "regular file") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise NotRegularFile(f"{path} is {_KINDS.get(stat.S_IFMT(st.st_mode), 'not a file')}, not a regular file")
+    return fd, st
+
+
 def is_local(path: str) -> bool:
     return "://" not in path
 
@@ -62,8 +89,10 @@ def normalize_root(path: str) -> str:
 
 
 def read_bytes(path: str) -> bytes:
+    """The whole file; locally only a regular file (NotRegularFile otherwise):
+    a FIFO would block, /dev/zero never ends."""
     if is_local(path):
-        with open(path, "rb") as f:
+        with open_read(path) as f:
             return f.read()
     if path.startswith("gs://"):  # bounded by a deadline (gcs.set_timeout), one shared client
         from tfrecord_pipelines.transforms.storage import gcs
@@ -73,8 +102,10 @@ def read_bytes(path: str) -> bytes:
 
 
 def open_read(path: str):
+    """A binary file object; locally only of a regular file (NotRegularFile otherwise)."""
     if is_local(path):
-        return open(path, "rb")
+        fd, _ = open_regular_fd(path)
+        return os.fdopen(fd, "rb")
     if path.startswith("gs://"):
         from tfrecord_pipelines.transforms.storage import gcs
         return gcs.open_read(path)
@@ -186,7 +217,9 @@ def _link_no_replace(tmp: str, path: str) -> None:
 
 def _same_bytes(path: str, tmp: str) -> bool:
     try:
-        with open(path, "rb") as a, open(tmp, "rb") as b:
+        if os.path.getsize(path) != os.path.getsize(tmp):  # a FIFO has size 0: never opened below
+            return False
+        with open_read(path) as a, open_read(tmp) as b:
             return a.read() == b.read()
     except OSError:
         return False

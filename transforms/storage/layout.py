@@ -6,7 +6,9 @@ import re
 from typing import Optional
 
 from tfrecord_pipelines.transforms.core.example_codec import BYTES, FLOAT, INT64
-from tfrecord_pipelines.transforms.storage import fsutil
+from tfrecord_pipelines.transforms.core.specs import SPLIT_NAME, LabelType, OutputFormat
+from tfrecord_pipelines.transforms.core.tfrecord_io import Compression
+from tfrecord_pipelines.transforms.storage import fsutil, untrusted
 
 MANIFEST = "manifest.json"        # written last, create-only: the output is complete
 REJECTS = "rejects.jsonl"         # one JSON object per rejected record
@@ -26,7 +28,7 @@ INDEX_SUFFIX = ".idx"
 INDEX_RE = re.compile(SHARD_RE.pattern[:-1] + re.escape(INDEX_SUFFIX) + "$")
 MANIFEST_FORMAT = "tfrecord-pipelines/manifest/v1"
 LATEST = "LATEST"                 # --versioned: a dataset root's pointer to its current version
-VERSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # a version folder's name
+VERSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")  # a version folder's name
 # A temp file of fsutil.write_bytes/create_only ("name.tmp-PID-HEX"; older
 # versions wrote "name.tmp-PID"), left only by a crash: the next run removes it.
 TEMP_RE = re.compile(r"^(.+)\.tmp-\d+(-[0-9a-f]+)?$")
@@ -40,14 +42,32 @@ class ManifestError(ValueError):
 
 def read_manifest(output: str, check: bool = True) -> dict:
     """The manifest of the output folder `output` (FileNotFoundError if none;
-    ManifestError if it is not a well-formed manifest). check=False only
-    requires a JSON object (to read fields such as run_id)."""
-    return parse_manifest(fsutil.read_bytes(fsutil.join(output, MANIFEST)), check)
+    ManifestError if it is not a well-formed manifest, not a regular file,
+    larger than untrusted.MAX_MANIFEST_BYTES or a link out of the folder).
+    check=False only requires a JSON object (to read fields such as run_id)."""
+    try:
+        data = untrusted.read(fsutil.join(output, MANIFEST), untrusted.MAX_MANIFEST_BYTES, within=output)
+    except untrusted.TooLarge as e:
+        raise ManifestError(f"{e}; TFRECORDS_MAX_MANIFEST_BYTES raises the cap") from None
+    except (fsutil.NotRegularFile, untrusted.Refused) as e:
+        raise ManifestError(str(e)) from None
+    return parse_manifest(data, check)
+
+
+def _no_repeated_keys(pairs: list) -> dict:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"the key {twice[:80]!r} appears twice in one object")
+    return d
 
 
 def parse_manifest(data: bytes, check: bool = True) -> dict:
     try:
-        m = json.loads(data)
+        # A key given twice is refused: readers that keep the first and those that keep the last would see
+        # two different datasets.
+        m = json.loads(data, object_pairs_hook=_no_repeated_keys)
     except (ValueError, RecursionError) as e:  # bad UTF-8 or JSON (a 0-byte file), absurd nesting
         raise ManifestError(f"{MANIFEST} is not valid JSON ({len(data):,} bytes): {str(e)[:200]}") from None
     if not isinstance(m, dict):
@@ -63,7 +83,7 @@ def _need(cond: bool, what: str) -> None:
 
 
 def _count(v) -> bool:
-    return type(v) is int and v >= 0  # noqa: E721 (bool is not a count)
+    return type(v) is int and 0 <= v < 1 << 63  # noqa: E721 (bool is not a count)
 
 
 def check_manifest(m: dict) -> None:
@@ -105,6 +125,54 @@ def check_manifest(m: dict) -> None:
                        # manifests written before 0.3 carry a sha256 instead
                        or isinstance(e.get("sha256"), str) and bool(re.fullmatch(r"[0-9a-f]{64}", e["sha256"]))),
                   f"split {name!r}: a shard entry is malformed: {str(e)[:200]}")
+    _check_names_and_kinds(m)
+
+
+def _optional(m: dict, key: str, kind) -> None:
+    _need(m.get(key) is None or isinstance(m.get(key), kind),
+          f"{key!r} is not {'an object' if kind is dict else 'a list' if kind is list else 'a string'}")
+
+
+def _check_names_and_kinds(m: dict) -> None:
+    """What readers turn into paths, code or enum values: split, shard and
+    index names in layout's patterns (so they stay inside the output), the
+    enumerations, and the type of every optional section a reader opens."""
+    shards: set = set()
+    for name, split in m["splits"].items():
+        _need(bool(SPLIT_NAME.fullmatch(name)), f"split name {name[:80]!r} is not 1-64 letters, digits or '_'")
+        _need(split.get("label_counts") is None or isinstance(split["label_counts"], dict)
+              and all(_count(c) for c in split["label_counts"].values()),
+              f"split {name!r}: 'label_counts' is not a map of counts")
+        for e in split["shards"]:
+            shard = e["name"]
+            _need(bool(SHARD_RE.fullmatch(shard)) and shard.startswith(name + "-"),
+                  f"split {name!r}: shard {shard[:80]!r} is not a shard name of that split")
+            _need(shard not in shards, f"shard {shard!r} is listed twice")
+            shards.add(shard)
+            _need(e.get("index") in (None, index_name(shard)),
+                  f"shard {shard!r}: its index must be {index_name(shard)!r}, not {str(e.get('index'))[:80]!r}")
+    _need(m["compression"] in {c.value for c in Compression},
+          f"compression {m['compression'][:40]!r} is not one of {[c.value for c in Compression]}")
+    _need(m["tf_compression_type"] in ("", "GZIP", "ZLIB"),
+          f"tf_compression_type {m['tf_compression_type'][:40]!r} is not '', 'GZIP' or 'ZLIB'")
+    _need(m.get("output_format", OutputFormat.TFRECORD.value) in {f.value for f in OutputFormat},
+          f"output_format {str(m.get('output_format'))[:40]!r} is not one of {[f.value for f in OutputFormat]}")
+    roles = m.get("feature_roles", {})
+    _need(all(v in m["features"] for v in roles.values()), "'feature_roles' names a feature not in 'features'")
+    lm = m["label_map"]
+    _need(lm["kind"] in {k.value for k in LabelType}, f"label_map kind {lm['kind'][:40]!r} is unknown")
+    _need(type(lm.get("offset", 0)) is int, "label_map offset is not an integer")  # noqa: E721
+    for key in ("tool_version", "created", "rejects_file", "previous_version"):
+        _optional(m, key, str)
+    _need(m.get("rejects_file") in (None, REJECTS), f"rejects_file is not {REJECTS!r}")
+    for key in ("options", "quality", "tfds", "report", "fingerprint", "image_library"):
+        _optional(m, key, dict)
+    _need(all(isinstance(v, str) for v in (m.get("fingerprint") or {}).values()),
+          "'fingerprint' is not a map of strings")
+    metadata = (m.get("tfds") or {}).get("metadata")
+    _need(metadata is None or isinstance(metadata, list) and all(isinstance(n, str) and is_tfds_file(n)
+                                                                    and "/" not in n for n in metadata),
+          "tfds.metadata is not a list of TFDS metadata file names")
 
 
 def index_name(shard: str) -> str:
@@ -131,12 +199,9 @@ def failed_rejects_name(run_id: str) -> str:
 
 def read_latest(root: str) -> tuple[str, Optional[dict]]:
     """(version name, its manifest) that LATEST points at, or ("", None)."""
-    try:
-        version = fsutil.read_bytes(fsutil.join(root, LATEST)).decode("utf-8").strip()
-    except Exception:
+    version = read_pointer(root)
+    if version is None:
         return "", None
-    if not VERSION_NAME.match(version):
-        raise ValueError(f"{fsutil.join(root, LATEST)} holds {version!r}, not a version folder name")
     try:
         return version, read_manifest(fsutil.join(root, version))
     except Exception as e:
@@ -144,13 +209,34 @@ def read_latest(root: str) -> tuple[str, Optional[dict]]:
                          f"{e}") from None
 
 
+def read_pointer(root: str) -> Optional[str]:
+    """The version name LATEST holds (None if there is no LATEST). Raises
+    ValueError if it is not a regular file, too large, or not a version name:
+    a FIFO there would block its reader, and any other name could lead out of
+    the root."""
+    path = fsutil.join(root, LATEST)
+    try:
+        data = untrusted.read(path, untrusted.MAX_POINTER_BYTES, within=root)
+    except (FileNotFoundError, NotADirectoryError):  # no LATEST (a root that is a file is refused elsewhere)
+        return None
+    except OSError as e:  # not a regular file, too large, a link out of the root, unreadable
+        raise ValueError(f"{path} cannot be read: {e}") from None
+    try:
+        version = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        version = data.decode("utf-8", "backslashreplace").strip()
+    if not VERSION_NAME.fullmatch(version):
+        raise ValueError(f"{path} holds {version[:80]!r}, not a version folder name")
+    return version
+
+
 def publish_latest(root: str, version: str, run_id: str) -> bool:
     """Points LATEST at `version` (an atomic replace of a one-line file),
     unless it already names a version of a run that started later (run ids
     begin with the start time): a slow old run must not move it back."""
     try:
-        current = fsutil.read_bytes(fsutil.join(root, LATEST)).decode().strip()
-        current_run = str(read_manifest(fsutil.join(root, current), check=False).get("run_id", ""))
+        current = read_pointer(root) or ""
+        current_run = str(read_manifest(fsutil.join(root, current), check=False).get("run_id", "")) if current else ""
     except Exception:  # no LATEST yet, or it names an unreadable version: ours is better
         current, current_run = "", ""
     if current and current != version and current_run[:15] > run_id[:15]:  # compare "YYYYmmdd-HHMMSS"

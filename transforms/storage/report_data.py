@@ -7,6 +7,15 @@ thumbnails of the duplicate pairs the manifest lists. Every loop is capped
 1,000-class, 1 M-image output builds its report in seconds; what a cap cut
 short is said in the report's notes.
 
+The output is read as untrusted input (transforms/storage/untrusted.py): its
+shards and rejects only as regular files inside it, and no other file that
+its manifest names. Input files (thumbnails of rejects, and of duplicates
+the shards do not hold) are read only under `sources`: the publishing run
+passes its own input root; `tfrecords report` only a folder its user names
+(--sources), never the root the manifest records, which anyone may have
+edited to point at the reader's own files (the page is written into the
+output, which others read).
+
 The page itself is transforms/core/report_html.py. `write_report` writes it
 beside the manifest (the Publish step calls it before writing the manifest,
 and `tfrecords report OUT` rebuilds it).
@@ -25,7 +34,7 @@ from tfrecord_pipelines.transforms.core.records import Reason
 from tfrecord_pipelines.transforms.core.report_html import THUMB_PX, ReportInputs, Sample, ShownReject, thumbnail
 from tfrecord_pipelines.transforms.core.specs import OutputFormat, ReadPolicy
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, iter_records
-from tfrecord_pipelines.transforms.storage import fsutil, layout, progress, reads
+from tfrecord_pipelines.transforms.storage import fsutil, layout, progress, reads, untrusted
 
 REPORT = "report.html"
 MAX_CLASSES = 24                 # classes on the contact sheet
@@ -33,6 +42,8 @@ PER_CLASS = 4                    # thumbnails per class
 MAX_SCAN_RECORDS = 2000          # records read from the shards for thumbnails and sampled sizes
 MAX_SCAN_BYTES = 96 << 20
 MAX_REJECT_LINES = 20_000        # lines of rejects.jsonl read to pick the rejects shown
+MAX_REJECT_BYTES = 32 << 20      # ... and at most these bytes of it
+MAX_REJECT_LINE = 64 << 10       # a longer line is cut (and then is not JSON: skipped)
 PER_REASON = 3
 MAX_REJECTS = 30
 MAX_SOURCE_READS = 200           # input files opened for thumbnails (samples of a check, rejects, duplicates)
@@ -136,10 +147,10 @@ def _decoder(m: dict, roles: dict):
 
 
 def _records(output: str, m: dict, entry: dict) -> Iterable[bytes]:
-    path = fsutil.join(output, entry["name"])
+    path = fsutil.join(output, entry["name"])  # a shard name of layout.SHARD_RE (check_manifest)
     fmt = OutputFormat(m.get("output_format", OutputFormat.TFRECORD.value))
     compression = Compression(m.get("compression", "none"))
-    f = fsutil.open_read(path)
+    f = untrusted.open_stream(path, within=output)
     try:
         if fmt is OutputFormat.ARRAY_RECORD:
             from tfrecord_pipelines.transforms.storage import array_record_io
@@ -302,40 +313,45 @@ def pick_rejects(rows: Iterable) -> list:
     return shown
 
 
-def first_rejects(path: str) -> list:
-    """pick_rejects of the first MAX_REJECT_LINES lines of a rejects file
-    ([] if there is none)."""
-    try:
-        f = fsutil.open_read(path)
-    except Exception:  # no rejects file: nothing was rejected, or it is not readable here
-        return []
+def first_rejects(output: str) -> list:
+    """pick_rejects of the first MAX_REJECT_LINES lines (MAX_REJECT_BYTES) of
+    the output's rejects.jsonl ([] if there is none, or it is not a file)."""
+    lines = untrusted.read_lines(fsutil.join(output, layout.REJECTS), MAX_REJECT_BYTES, MAX_REJECT_LINE,
+                                 within=output)
 
     def rows():
-        for n, line in enumerate(f):
+        for n, line in enumerate(lines):
             if n >= MAX_REJECT_LINES:
                 return
             try:
                 yield json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
 
-    with f:
+    try:
         return pick_rejects(rows())
+    except Exception:  # no rejects file (nothing was rejected), not a file, or not readable here
+        return []
 
 
 def wanted_paths(m: dict) -> list:
     """The files of the duplicate groups and near-duplicate pairs the page shows."""
-    q = m.get("quality") if isinstance(m.get("quality"), dict) else {}
+    d, ls = report_html.obj, report_html.items  # a section of the wrong type is read as empty
+    q = d(m.get("quality"))
     out = []
-    for g in ((q.get("duplicates") or {}).get("examples") or [])[:report_html.MAX_SHOWN_GROUPS]:
-        out += [f.get("path") for f in (g.get("files") or [])[:report_html.MAX_FILES_PER_GROUP]]
-    for p in ((q.get("near_duplicates") or {}).get("examples") or [])[:report_html.MAX_SHOWN_GROUPS]:
-        out += [(p.get("a") or {}).get("path"), (p.get("b") or {}).get("path")]
-    return [p for p in dict.fromkeys(out) if isinstance(p, str) and p]
+    for g in ls(d(q.get("duplicates")).get("examples"))[:report_html.MAX_SHOWN_GROUPS]:
+        out += [d(f).get("path") for f in ls(d(g).get("files"))[:report_html.MAX_FILES_PER_GROUP]]
+    for p in ls(d(q.get("near_duplicates")).get("examples"))[:report_html.MAX_SHOWN_GROUPS]:
+        out += [d(d(p).get("a")).get("path"), d(d(p).get("b")).get("path")]
+    return list(dict.fromkeys(p for p in out if isinstance(p, str) and p))
 
 
 def _source_root(m: dict) -> str:
-    return str(((m.get("options") or {}).get("inputs") or {}).get("root") or "")
+    """The input root the manifest records ("" if none)."""
+    o = m.get("options")
+    inputs = o.get("inputs") if isinstance(o, dict) else None
+    root = inputs.get("root") if isinstance(inputs, dict) else None
+    return root if isinstance(root, str) else ""
 
 
 def add_rejects(inputs: ReportInputs, rejects: list, root: str, budget: Budget) -> None:
@@ -346,9 +362,11 @@ def add_rejects(inputs: ReportInputs, rejects: list, root: str, budget: Budget) 
         inputs.rejects.append(ShownReject(path, reason, str(r.get("detail", "")), str(r.get("split", "")), thumb))
 
 
-def gather(output: str, m: dict, deadline: float = DEADLINE_SECONDS, budget: Optional[Budget] = None) -> ReportInputs:
+def gather(output: str, m: dict, deadline: float = DEADLINE_SECONDS, sources: str = "",
+           budget: Optional[Budget] = None) -> ReportInputs:
     """The report's inputs from a published output and its manifest `m`,
-    within `deadline` seconds (a note says what was cut, and where the time went)."""
+    within `deadline` seconds (a note says what was cut, and where the time
+    went); input files are read only under `sources` (none if "")."""
     budget = budget or Budget(deadline)
     inputs = ReportInputs()
     wanted = wanted_paths(m)
@@ -357,13 +375,16 @@ def gather(output: str, m: dict, deadline: float = DEADLINE_SECONDS, budget: Opt
             scan_shards(output, m, inputs, set(wanted), budget)
         except Exception as e:  # a damaged shard (verify says which), an unreadable format: report without samples
             inputs.notes.append(f"the shards could not be sampled: {type(e).__name__}: {str(e)[:300]}")
-    root = _source_root(m)
     with budget.timed("reading rejects.jsonl"):
-        rejects = first_rejects(fsutil.join(output, m.get("rejects_file") or layout.REJECTS))
-    add_rejects(inputs, rejects, root, budget)
-    for p in wanted:
-        if p not in inputs.thumbs:
-            inputs.thumbs[p] = source_thumbnail(root, p, budget)
+        rejects = first_rejects(output)
+    add_rejects(inputs, rejects, sources, budget)
+    unread = [p for p in wanted if p not in inputs.thumbs]
+    for p in unread:
+        inputs.thumbs[p] = source_thumbnail(sources, p, budget)
+    if not sources and (inputs.rejects or unread):
+        inputs.notes.append("rejected files, and duplicates the shards do not hold, are shown without thumbnails: "
+                            "`tfrecords report --sources DIR` reads them from the folder DIR the run converted "
+                            f"(the manifest says {_source_root(m)[:300]!r})")
     with budget.timed("waiting for thumbnails"):
         budget.resolve(inputs)
     if budget.out_of_time() or budget.late:
@@ -372,11 +393,12 @@ def gather(output: str, m: dict, deadline: float = DEADLINE_SECONDS, budget: Opt
     return inputs
 
 
-def build(output: str, m: dict, deadline: float = DEADLINE_SECONDS, budget: Optional[Budget] = None) -> str:
-    """report.html's text for a published output."""
+def build(output: str, m: dict, deadline: float = DEADLINE_SECONDS, sources: str = "",
+          budget: Optional[Budget] = None) -> str:
+    """report.html's text for a published output (input files read only under `sources`)."""
     started = time.monotonic()
     budget = budget or Budget(deadline)
-    inputs = gather(output, m, deadline, budget)
+    inputs = gather(output, m, deadline, sources, budget)
     with budget.timed("drawing the page"):
         page = report_html.build_html(m, inputs, title=output)
     log.info("report for %s built in %.1f s: %s", output, time.monotonic() - started, budget.summary())
@@ -385,11 +407,14 @@ def build(output: str, m: dict, deadline: float = DEADLINE_SECONDS, budget: Opti
 
 def write_report(output: str, m: dict, deadline: float = DEADLINE_SECONDS) -> dict:
     """Writes report.html into `output`; returns what the manifest notes of
-    it: the file, its seconds, where they went, and what the deadline cut."""
+    it: the file, its seconds, where they went, and what the deadline cut.
+    For the run that publishes `output` only: `m` is the manifest it is about
+    to write, so the input root it records is the one this run read."""
     started = time.monotonic()
     budget = Budget(deadline)
     progress.mark_stage("report")  # a local run's progress line then says where the time goes
-    fsutil.write_bytes(fsutil.join(output, REPORT), build(output, m, deadline, budget).encode("utf-8"))
+    page = build(output, m, deadline, _source_root(m), budget)
+    fsutil.write_bytes(fsutil.join(output, REPORT), page.encode("utf-8"))
     note = {"file": REPORT, "seconds": round(time.monotonic() - started, 2),
             "spent": {k: round(v, 2) for k, v in budget.spent.items()}}
     if budget.late or budget.out_of_time():

@@ -16,7 +16,7 @@ import socket
 import sys
 
 from tfrecord_pipelines.transforms.core.errors import ConversionError
-from tfrecord_pipelines.transforms.storage import fsutil, layout
+from tfrecord_pipelines.transforms.storage import fsutil, layout, untrusted
 
 
 class LockHeld(ConversionError):
@@ -37,10 +37,25 @@ def _body(run_id: str, ttl_hours: float) -> bytes:
 
 def _held(folder: str):
     try:
-        held = json.loads(fsutil.read_bytes(fsutil.join(folder, layout.LOCK)))
+        # A small regular file: a FIFO put in its place must not block us, nor a huge file fill memory.
+        held = json.loads(untrusted.read(fsutil.join(folder, layout.LOCK), untrusted.MAX_LOCK_BYTES, within=folder))
     except Exception:  # missing or unreadable: treated as absent
         return None
     return held if isinstance(held, dict) else None
+
+
+def _not_a_lock(lock: str) -> str:
+    """Why the lock file is no lock ("" if it may be one): a FIFO, a folder,
+    a device in its place is never taken over without --break_lock."""
+    if not fsutil.is_local(lock):
+        return ""
+    try:
+        fsutil.open_read(lock).close()
+    except fsutil.NotRegularFile as e:
+        return str(e)
+    except OSError:
+        return ""
+    return ""
 
 
 def stale_reason(held: dict, now: datetime.datetime = None) -> str:
@@ -72,6 +87,10 @@ def acquire(folder: str, run_id: str, ttl_hours: float = 48.0, break_lock: bool 
             return
         except fsutil.AlreadyExists:
             held = _held(folder) or {}
+            odd = "" if break_lock else _not_a_lock(lock)
+            if odd:
+                raise LockHeld(f"--output {folder!r}: {odd}, where the lock file of a conversion belongs; remove "
+                               "it (or pass --break_lock)") from None
             why = "--break_lock was given" if break_lock else stale_reason(held)
             if why:
                 print(f"taking over the lock of run {held.get('run_id', '?')} (host {held.get('host', '?')}): {why}",
