@@ -111,6 +111,8 @@ def _inspect(args) -> int:
         print(f"== {split}: {m['splits'][split]['records']:,} records in {m['splits'][split]['num_shards']} shards")
         try:
             records = first_records(output, m, split, args.num)
+        except StorageUnavailable:
+            raise  # a bucket that stopped answering: said once, by main()
         except Exception as e:  # a shard that is not a file, damaged, or not Examples of the manifest's features
             print(f"error: the records of split {split} cannot be read: {printable(str(e), 300)}", file=sys.stderr)
             return 1

@@ -466,7 +466,7 @@ def test_the_deadline_holds_while_thumbnails_are_decoding(tmp_path, capsys):
     assert {r["reason"] for r in map(json.loads, open(os.path.join(out, "rejects.jsonl")))} == {"unknown_label"}
     capsys.readouterr()
     started = time.monotonic()
-    assert report_main([out, "--deadline", "2"]) == 0
+    assert report_main([out, "--deadline", "2", "--sources", root]) == 0  # the rejected files are read there
     took = time.monotonic() - started
     printed = capsys.readouterr().out
     gathered = float(re.search(r"gathered in ([0-9.]+) s", printed).group(1))

@@ -83,7 +83,7 @@ def read(path: str, max_bytes: int, within: str = "") -> bytes:
 
         from tfrecord_pipelines.transforms.storage import gcs
         try:
-            return gcs.read(path, 0, max_bytes=max_bytes)[0]
+            return gcs.read(path, 0, timeout=gcs.timeout(), max_bytes=max_bytes)[0]
         except gexc.NotFound:
             raise FileNotFoundError(f"{path}: no such object") from None
         except gcs.TooLarge:
