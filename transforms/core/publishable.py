@@ -33,6 +33,7 @@ import re
 from typing import Optional
 
 from tfrecord_pipelines.transforms.core.errors import ConversionError
+from tfrecord_pipelines.transforms.core.units import plural
 
 # A --versioned run whose record count falls by more than half against the
 # version LATEST names is refused. What the guard is for is the catastrophic
@@ -70,7 +71,7 @@ class RejectFacts:
             self.by_split[split] = self.by_split.get(split, 0) + 1
         if "--" in detail:
             key = (reason, tuple(dict.fromkeys(FLAG.findall(detail))))
-        elif reason == MISSING:
+        elif reason == MISSING and not rel.startswith("(line "):  # not an empty path cell: a file not found
             key = (reason, ())
         else:
             return
@@ -133,7 +134,8 @@ def _refusal(f: RunFacts, guards: Guards) -> str:
     undecoded = sum(n for (reason, flags), (n, _) in f.fixes.items() if TABLE_ENCODING in flags)
     if undecoded and guards.max_reject_fraction < 1:
         first = min((ex for (_, flags), (_, ex) in f.fixes.items() if TABLE_ENCODING in flags), key=_line_order)
-        return undecodable_rows(f"{undecoded:,} row(s) of the label table", f.table_encoding, first[0]) + \
+        return undecodable_rows(f"{undecoded:,} row(s) of the label table", f.table_encoding,
+                                first[0].strip("()")) + \
             "; nothing was published (--max_reject_fraction 1 publishes without those rows)"
     if not f.written and not guards.allow_empty:
         return f"no record was written: {_why_empty(f)}; nothing was published. Pass --allow_empty to publish " \
@@ -181,8 +183,8 @@ def fix_lines(f: RunFacts) -> list:
             lines.append(f"{n:,} rejected as {reason}: {detail}{example}")
         elif reason == MISSING and f.table_root:
             lines.append(f"{n:,} rejected as {reason}: the table's paths were looked for under --image_root "
-                         f"{f.table_root} (e.g. {rel}); if the images are elsewhere, pass --image_root with their "
-                         "folder")
+                         f"{f.table_root} (e.g. {f.table_root.rstrip('/')}/{rel}); if the images are elsewhere, "
+                         "pass --image_root with their folder")
     return lines
 
 
@@ -203,19 +205,20 @@ def lost_lines(f: RunFacts) -> list:
                         and s not in gone and s not in unasked)
         if before:
             lines.append(f"split(s) that version {p.version} had and this one has not: "
-                         + _names([f"{s!r} ({p.split_records[s]:,} records then)" for s in before]))
+                         + _names([f"{s!r} ({plural(p.split_records[s], 'record')} then)" for s in before]))
     if not f.written:
         return lines  # an empty output has lost everything; the refusal (or --allow_empty) says so
     rejected = sorted(c for c, n in f.class_records.items() if not n and c not in f.unlisted_classes)
     if rejected:
-        lines.append("class(es) whose every listed record was rejected, none written: "
+        how = "rejected" if not f.not_selected else "rejected or not selected (--max_examples_per_split, --duplicates)"
+        lines.append(f"class(es) whose every listed record was {how}, none written: "
                      + _names([repr(c) for c in rejected]))
     if p is not None:
         dropped = sorted(c for c, n in p.class_records.items() if n and not f.class_records.get(c)
                          and c not in rejected)
         if dropped:
             lines.append(f"class(es) that version {p.version} had and this one has not: "
-                         + _names([f"{c!r} ({p.class_records[c]:,} records then)" for c in dropped]))
+                         + _names([f"{c!r} ({plural(p.class_records[c], 'record')} then)" for c in dropped]))
     return lines
 
 

@@ -7,11 +7,17 @@ the rejects' batches or spill references, which transforms/storage/reject_log.py
 counts and streams into rejects.jsonl without holding them all). It is idempotent, because a runner may replay it: a replay finds its
 own manifest and stops.
 
+First, before anything is touched: is this the dataset asked for? Too many
+rejects, no record, a --versioned fall against LATEST, undecodable table rows
+refuse it; lost classes and splits and the fixes rejects name are noted
+(transforms/core/publishable.py).
+
 Order, so an old dataset is never mixed with a new one: remove the old
 manifest (the folder stops claiming to be complete), remove stale shards (any
 shard name not in this run: another count, split or compression), rename the
 new shards in, check they are all there, write the manifest (complete or not
-at all), read it back, remove the staging folder and the lock.
+at all), read it back, move LATEST (--versioned: only if it still names the
+version this run started from), remove the staging folder and the lock.
 
 Fencing: a run publishes only while the lock names it. One whose lock was
 taken over (--break_lock, or the TTL) stops before touching the output; the
@@ -199,8 +205,8 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
         raise publishable.NotPublishable("\n".join((verdict.refusal, *("note: " + w for w in verdict.warnings))))
     all_shards = [s for ss in by_split.values() for s in ss]
     manifest = build_manifest(spec, got, by_split)
-    manifest["warnings"] = list(verdict.warnings) + [f"TFDS: {why}" for why in [
-        manifest["tfds"].get("class_names_why_not")] if why]
+    why = manifest["tfds"].get("class_names_why_not")
+    manifest["warnings"] = [*verdict.warnings, *([f"TFDS: {why}"] if why else [])]
     for line in manifest["warnings"]:
         logging.getLogger(__name__).warning("%s", line)
     run_lock.check(out.lock_dir, out.run_id)  # the last moment before the old output is touched
