@@ -189,15 +189,18 @@ def fix_lines(f: RunFacts) -> list:
 
 
 def lost_lines(f: RunFacts) -> list:
-    """The classes and splits that lost all their records."""
-    lines = []
+    """The classes and splits that lost all their records (none when nothing
+    was written: the refusal, or --allow_empty, says the whole is empty)."""
+    lines: list = []
+    if not f.written:
+        return lines
     p = f.previous
     gone = sorted(s for s, n in f.rejected_by_split.items() if n and not f.split_records.get(s))
     if gone:
         lines.append("split(s) with every record rejected, none written: "
                      + _names([f"{s!r} ({f.rejected_by_split[s]:,} rejected)" for s in gone]))
     unasked = [s for s in f.requested_splits if not f.split_records.get(s) and s not in f.rejected_by_split]
-    if unasked and f.written:
+    if unasked:
         lines.append(f"split(s) asked for by --split got no record of the {f.listed:,} listed: "
                      + _names([repr(s) for s in unasked]))
     if p is not None:
@@ -206,8 +209,6 @@ def lost_lines(f: RunFacts) -> list:
         if before:
             lines.append(f"split(s) that version {p.version} had and this one has not: "
                          + _names([f"{s!r} ({plural(p.split_records[s], 'record')} then)" for s in before]))
-    if not f.written:
-        return lines  # an empty output has lost everything; the refusal (or --allow_empty) says so
     rejected = sorted(c for c, n in f.class_records.items() if not n and c not in f.unlisted_classes)
     if rejected:
         how = "rejected" if not f.not_selected else "rejected or not selected (--max_examples_per_split, --duplicates)"
