@@ -25,6 +25,8 @@ class ConvertConfig:
     output: OutputSpec
     max_reject_fraction: float = 1.0
     quality: QualitySpec = QualitySpec()
+    allow_empty: bool = False        # publish a dataset of 0 records (transforms/core/publishable.py)
+    allow_shrink: bool = False       # a --versioned run may fall below half of LATEST's records
 
     def describe(self) -> dict:
         """The settings as plain JSON values, for the manifest."""
@@ -46,6 +48,8 @@ class ConvertConfig:
         """The settings that shape the shards (not where they go)."""
         d = self.describe()
         out = d.pop("output")
+        for k in ("allow_empty", "allow_shrink"):  # what may be published, not what is written
+            d.pop(k, None)
         d["feature_keys"] = out["feature_keys"]
         d["inputs"].pop("fingerprint_root", None)
         # The label map that results is fingerprinted instead (it is the same

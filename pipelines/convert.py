@@ -29,7 +29,7 @@ from tfrecord_pipelines import __version__, lifecycle, offline, runtime
 from tfrecord_pipelines.config import ConvertConfig
 from tfrecord_pipelines.options import ConvertOptions, FlagError, check_flags, help_parser
 from tfrecord_pipelines.parse import UsageError, build_config
-from tfrecord_pipelines.report import print_summary
+from tfrecord_pipelines.report import print_summary, print_warnings
 from tfrecord_pipelines.transforms.storage import fsutil, layout, run_lock
 
 log = logging.getLogger("tfrecords.run")
@@ -82,15 +82,15 @@ def _run(argv: list, prog: str, check_only: bool = False) -> int:
         if check_only and outcome != "dry_run":  # `tfrecords check`: pipelines/check.py
             from tfrecord_pipelines.check import report_check
             return report_check(options, cfg, outcome, time.time() - started)
-        _report(options, cfg, runner, outcome, time.time() - started)
+        code = _report(options, cfg, runner, outcome, time.time() - started)
         if outcome == "dry_run" and offline.active():
             print("\n".join(offline.summary(options, run_.result)))
+        return code
     except Exception as e:  # e.g. a manifest damaged after publishing
         if debug:
             raise
         print(f"error: the run finished, but its output cannot be summarised: {e}", file=sys.stderr)
         return 1
-    return 0
 
 
 def _configure(argv: list, check_only: bool = False) -> tuple:
@@ -120,7 +120,8 @@ def _configure(argv: list, check_only: bool = False) -> tuple:
     return options, cfg, runner
 
 
-def _report(options: PipelineOptions, cfg: ConvertConfig, runner, outcome: str, seconds: float) -> None:
+def _report(options: PipelineOptions, cfg: ConvertConfig, runner, outcome: str, seconds: float) -> int:
+    """Prints what the run did; its exit status."""
     out = cfg.output
     template = options.view_as(GoogleCloudOptions).template_location
     if outcome == "dry_run":
@@ -132,6 +133,8 @@ def _report(options: PipelineOptions, cfg: ConvertConfig, runner, outcome: str, 
     elif not runtime.is_local(options):
         print(f"job {outcome} ({options.view_as(StandardOptions).runner}); output {out.output}, complete when "
               f"{layout.MANIFEST} appears")
+        if outcome == "done":  # the launcher waited: the job's publish step has written the manifest
+            print_warnings(out.output)
     elif out.root and not fsutil.exists(fsutil.join(out.output, layout.MANIFEST)):
         if fsutil.is_local(out.output) and os.path.isdir(out.output) and not os.listdir(out.output):
             os.rmdir(out.output)
@@ -139,8 +142,22 @@ def _report(options: PipelineOptions, cfg: ConvertConfig, runner, outcome: str, 
               f"published, {fsutil.join(out.root, layout.LATEST)} still names {out.previous_version}")
     else:
         print_summary(out.output, seconds)
-        if out.root:
-            print(f"published version {out.version}: {fsutil.join(out.root, layout.LATEST)} now names it")
+    return _latest_told(out) if out.root and outcome == "done" else 0
+
+
+def _latest_told(out) -> int:
+    """What LATEST names after a --versioned run, as it is (read back, not
+    assumed); 1 when this run's version was published but is not current."""
+    latest = fsutil.join(out.root, layout.LATEST)
+    current = layout.latest_name(out.root)
+    if current == out.version:
+        print(f"published version {out.version}: {latest} now names it")
+        return 0
+    if not fsutil.exists(fsutil.join(out.output, layout.MANIFEST)):
+        return 0  # nothing published (unchanged inputs): said above
+    print(f"error: version {out.version} is complete in {out.output}, but {latest} names "
+          f"{current or 'no version'}, not this one: training jobs that read LATEST do not see it", file=sys.stderr)
+    return 1
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from typing import Optional
 
-from tfrecord_pipelines import offline, output_guard, runtime
+from tfrecord_pipelines import offline, output_guard, runtime, versions
 from tfrecord_pipelines.config import ConvertConfig
 from tfrecord_pipelines.parse import UsageError
 from tfrecord_pipelines.report import ProgressLine, TracebackFilter
@@ -146,9 +146,11 @@ def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool):
     # fail with a raw OSError on a file or an unwritable place.
     check_output_path(out.lock_dir)
     check_output_path(out.output)
+    output_guard.check_apart(out.lock_dir, cfg.inputs.root)  # a --versioned root holds the versions
     run_lock.acquire(out.lock_dir, out.run_id, ttl_hours, break_lock)
     run = Run(cfg)
     try:
+        versions.check_latest_unchanged(out)  # read before the lock was ours
         try:
             output_guard.check_output(out.output, cfg.inputs.root, out.overwrite)
             output_guard.remove_leftover_staging(out.output, out.run_id)

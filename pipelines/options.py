@@ -185,6 +185,13 @@ def add_convert_args(parser) -> None:
     g.add_argument("--max_reject_fraction", type=float, default=0.05,
                    help="Fail without publishing when more than this fraction of listed records is rejected "
                         "(the rejects are still written for inspection); 1 never fails")
+    g.add_argument("--allow_empty", action="store_true", default=False,
+                   help="Publish even when no record is written (an empty input, or every file rejected); without "
+                        "it such a run fails and publishes nothing, since an unmounted share or empty class folders "
+                        "look just like that")
+    g.add_argument("--allow_shrink", action="store_true", default=False,
+                   help="With --versioned: publish and move LATEST even when the record count fell by more than "
+                        "half against the version LATEST names (refused by default: it looks like missing input)")
     g.add_argument("--versioned", action="store_true", default=False,
                    help="Treat --output as a dataset root: write this run into <output>/<version> and, once its "
                         "manifest is written, point <output>/LATEST at it (a failed run never moves it). Class ids "

@@ -7,11 +7,44 @@ from tfrecord_pipelines.parse import UsageError
 from tfrecord_pipelines.transforms.storage import fsutil, layout
 
 
+def check_apart(output: str, inputs_root: str) -> None:
+    """--output and the input folder must not overlap, either way: shards
+    written inside the input would be listed as inputs by the next run (and
+    written into a tree the user may not want touched), and an input inside
+    the output would lie in the folder that --overwrite cleans and versions
+    fill. Checked before the lock is taken (taking it writes a file there).
+
+    Local paths are compared as given and as real paths (symbolic links
+    resolved, for the parts that exist), so a link into the input is caught;
+    gs:// paths are compared as written (a bucket has no links; `gs://b/x/`
+    and `gs://b/x` are one prefix). A local path and a bucket are never
+    compared: a bucket mounted locally (gcsfuse) is not recognised."""
+    if not inputs_root or fsutil.is_local(output) != fsutil.is_local(inputs_root):
+        return
+    pairs = [(output.rstrip("/"), inputs_root.rstrip("/"))]
+    if fsutil.is_local(output):
+        pairs = [(os.path.abspath(output), os.path.abspath(inputs_root)),
+                 (os.path.realpath(output), os.path.realpath(inputs_root))]
+    for out, inp in pairs:
+        how = "" if (out, inp) == pairs[0] else f" (through symbolic links: {out!r} is the real path)"
+        if _inside(out, inp):
+            raise UsageError(f"--output {output!r} is inside the input folder {inputs_root!r}{how}; its shards "
+                             "would be written into the input and listed as inputs. Choose a folder outside it")
+        if _inside(inp, out):
+            raise UsageError(f"the input folder {inputs_root!r} is inside --output {output!r}{how}; the output "
+                             "folder is cleaned and rewritten by conversions. Choose an output folder outside the "
+                             "input")
+
+
+def _inside(path: str, folder: str) -> bool:
+    """`path` is `folder` or below it."""
+    if "://" in folder:
+        return path == folder or path.startswith(folder + "/")
+    return os.path.commonpath([path, folder]) == folder
+
+
 def check_output(output: str, inputs_root: str, overwrite: bool) -> None:
-    if fsutil.is_local(output) and fsutil.is_local(inputs_root):
-        if os.path.commonpath([output, inputs_root]) == inputs_root:
-            raise UsageError(f"--output {output!r} is inside the input folder {inputs_root!r}; its shards would "
-                             "be listed as inputs. Choose a folder outside it")
+    check_apart(output, inputs_root)
     if fsutil.is_local(output) and os.path.exists(output) and not os.path.isdir(output):
         raise UsageError(f"--output {output!r} is a file, not a folder")
     names = [n for n in fsutil.list_dir(output) if layout.is_dataset_file(n)]

@@ -18,7 +18,7 @@ from tfrecord_pipelines import offline, versions
 from tfrecord_pipelines.config import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, ConvertConfig, DuplicatePolicy, InputKind, InputSpec,
                               LabelSource, LabelSpec, LabelType, OutputSpec, QualitySpec, ShardSpec, SplitSource,
                               SplitSpec)
-from tfrecord_pipelines.transforms.core import labels, tables
+from tfrecord_pipelines.transforms.core import labels, publishable, tables
 from tfrecord_pipelines.transforms.core.features import DEFAULT_KEYS
 from tfrecord_pipelines.transforms.core.images import STORABLE_FORMATS, ImagePolicy, Validation
 from tfrecord_pipelines.transforms.core.resize import FILTERS, PngPolicy, ResizeMode, ResizePolicy
@@ -151,14 +151,14 @@ def _assumed_columns(o) -> list:
     return list(dict.fromkeys(c for c in named if c))
 
 
-def _read_table_head(path: str, fmt: str, encoding: str) -> tuple[list, list]:
+def _read_table_head(path: str, fmt: str, encoding: str, bad: Optional[list] = None) -> tuple[list, list]:
     if not FileSystems.exists(path):
         raise UsageError(f"--label_table {path!r}: no such file")
     if fsutil.is_local(path) and os.path.isdir(path):
         raise UsageError(f"--label_table {path!r} is a folder, not a table file (for a folder of images use --input)")
     try:
         with FileSystems.open(path, compression_type=CompressionTypes.AUTO) as f:
-            return tables.read_columns(tables.text_stream(f, encoding), fmt)
+            return tables.read_columns(tables.text_stream(f, encoding), fmt, bad=bad)
     except (tables.TableError, UnicodeError) as e:
         raise UsageError(f"--label_table {path!r}: {e}") from None
     except (OSError, EOFError) as e:  # unreadable, or a damaged .gz
@@ -196,7 +196,8 @@ def build_config(o, run_id: str, progress: bool = False) -> ConvertConfig:
         inputs=inputs, labels=_label_spec(o, label_from, inputs, previous), splits=split,
         images=images, shards=shards,
         output=_output_spec(o, run_id, keys, progress, previous_version, previous),
-        max_reject_fraction=_fraction(o.max_reject_fraction), quality=quality)
+        max_reject_fraction=_fraction(o.max_reject_fraction), quality=quality,
+        allow_empty=o.allow_empty, allow_shrink=_allow_shrink(o))
 
 
 def _quality_spec(o) -> QualitySpec:
@@ -224,7 +225,7 @@ def _folder_input(o) -> tuple[InputSpec, SplitSpec, str]:
     unlisted = offline.skip(root, f"--input {o.input}: that it exists and holds images, and whether its top "
                             "folders are split folders (the job was built as if not, unless --split folders)")
     if not unlisted and not fsutil.is_dir(root):
-        raise UsageError(f"--input {o.input!r}: no such folder (or it holds no files)")
+        raise UsageError(_not_a_folder(o.input, root))
     subdirs = [] if unlisted else [d for d in fsutil.list_subdirs(root) if not d.startswith(".")]
     split_folders = bool(subdirs) and all(d.lower() in KNOWN_SPLIT_FOLDERS for d in subdirs)
     split = parse_split(o.split, split_folders, False)
@@ -238,6 +239,24 @@ def _folder_input(o) -> tuple[InputSpec, SplitSpec, str]:
     include = tuple(p.strip() for p in o.include.split(",") if p.strip()) or ("*",)
     inputs = InputSpec(InputKind.FOLDER, root, include=include, split_folders=split.source is SplitSource.FOLDERS)
     return inputs, split, o.label_from
+
+
+def _not_a_folder(given: str, root: str) -> str:
+    """Why --input is not a folder of images: a label table given as --input
+    is pointed to --label_table."""
+    try:
+        is_file = os.path.isfile(root) if fsutil.is_local(root) else FileSystems.exists(root)
+    except Exception:  # e.g. a bucket we may not read: say what we know
+        is_file = False
+    if not is_file:
+        return f"--input {given!r}: no such folder (or it holds no files)"
+    try:
+        tables.table_format(root)
+    except tables.TableError:
+        return (f"--input {given!r} is a file, not a folder: --input takes the folder that holds the images "
+                "(root/<class>/<image>)")
+    return (f"--input {given!r} is a file, not a folder of images: for a label table use --label_table "
+            f"{given} (its paths are relative to its folder, or to --image_root)")
 
 
 def _refuse_split_folders_as_classes(o, subdirs: list, split_folders: bool, split: SplitSpec) -> None:
@@ -263,30 +282,32 @@ def _table_input(o) -> tuple[InputSpec, SplitSpec, str]:
         encoding = tables.check_encoding(o.table_encoding)
     except tables.TableError as e:
         raise UsageError(str(e)) from None
+    bad: list = []
     if offline.skip(table, f"--label_table {o.label_table}: that it exists, and its header (the job was built "
                     "with the columns --path_column, --label_column, --split_column and --extra_columns name, "
                     "else 'filename' and 'label')"):
         columns, sample = _assumed_columns(o), []
     else:
-        columns, sample = _read_table_head(table, fmt, encoding)
+        columns, sample = _read_table_head(table, fmt, encoding, bad)
+    undecodable = [n for n, row in bad if publishable.TABLE_ENCODING in row.detail]
+    if undecodable and o.max_reject_fraction < 1:  # the publish step would refuse it: say so before the run
+        raise UsageError(f"--label_table {o.label_table!r}: " + publishable.undecodable_rows(
+            f"{len(undecodable):,} of its first rows", encoding, f"line {undecodable[0]}")
+            + " (--max_reject_fraction 1 converts without those rows)")
     label_from = o.label_from
     try:
         path_col = tables.pick_column(columns, o.path_column, tables.PATH_COLUMNS, "path")
-        label_col = tables.pick_column(columns, o.label_column, tables.LABEL_COLUMNS, "label",
-                                       required=label_from == "table")
         split_col = tables.pick_column(columns, o.split_column, tables.SPLIT_COLUMNS, "split",
                                        required=o.split == "column")
+        label_col = tables.label_column_of(columns, path_col, split_col, o.label_column, label_from, o.label_regex)
     except tables.TableError as e:
         hint = ""
         if fmt != "jsonl" and any(labels.is_float(c) for c in columns):
             hint = (f". Its first row {columns[:4]} looks like data: the first row must be a header naming the "
                     "columns, e.g. filename,label")
         raise UsageError(f"--label_table {o.label_table!r}: {e}{hint}") from None
-    rest = [c for c in columns if c and c not in (path_col, split_col)]
-    if not label_col and not o.label_column and len(rest) == 1 and label_from in ("auto", "table"):
-        label_col = rest[0]  # a two-column table: path and label
     if label_from == "auto" and not label_col and not o.label_regex:
-        label_from = "none"  # an unlabelled table
+        label_from = "none"  # a table of paths only
     split = parse_split(o.split, False, bool(split_col))
     if split.source is SplitSource.FOLDERS:
         raise UsageError("--split folders needs an --input folder tree, not a table")
@@ -459,6 +480,12 @@ def _feature_keys(text: str, extra_columns: tuple) -> tuple:
     if len(final) != len(set(final)):
         raise UsageError(f"--feature_keys {text!r} gives two features the same name")
     return tuple(pairs)
+
+
+def _allow_shrink(o) -> bool:
+    if o.allow_shrink and not o.versioned:
+        raise UsageError("--allow_shrink needs --versioned (a run is held to the version LATEST names)")
+    return o.allow_shrink
 
 
 def _fraction(x: float) -> float:

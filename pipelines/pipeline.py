@@ -97,7 +97,7 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "",
     stats = ([pc for pc in (listed[STATS], split.get(STATS), dedup.get(STATS)) if pc is not None]
              | "AllStats" >> beam.Flatten())
     spec = PublishSpec(out, staging, cfg.shards.compression, cfg.describe(), options_digest, __version__,
-                       cfg.max_reject_fraction)
+                       cfg.max_reject_fraction, allow_empty=cfg.allow_empty, allow_shrink=cfg.allow_shrink)
     results = {"shards": written["shards"], "rejects": rejects, "stats": stats,
                "label_map": labeled["label_map"], "plans": planned["plans"], "fingerprint": fp}
     if cfg.quality.enabled:

@@ -218,6 +218,24 @@ def print_summary(output: str, seconds: float, out=None) -> None:
               f"{fsutil.join(output, layout.LABEL_MAP)}", file=out)
     elif lm["kind"] == LabelType.FLOAT:
         print("labels: float regression targets (image/target)", file=out)
+    if not c["written"]:
+        print("warning: the dataset is EMPTY: no record was written (published with --allow_empty)", file=sys.stderr)
+    _print_warnings(m)
+
+
+def print_warnings(output: str) -> None:
+    """The manifest's warnings (transforms/core/publishable.py), on stderr."""
+    try:
+        m = layout.read_manifest(output)
+    except Exception:  # no manifest to read: nothing to add
+        return
+    _print_warnings(m)
+
+
+def _print_warnings(m: dict) -> None:
+    warnings = m.get("warnings")
+    for line in warnings if isinstance(warnings, list) else []:
+        print(f"warning: {line}", file=sys.stderr)
 
 
 def report_lines(note) -> list:

@@ -408,6 +408,10 @@ def main(argv: Optional[list] = None) -> int:
         return 1
     for err in report.errors:
         print(f"ERROR {err}", file=sys.stderr)
+    if report.ok and not report.records:
+        print(f"OK, but EMPTY: 0 records ({plural(report.shards, 'shard')}) match the manifest; a training job "
+              "reading this dataset gets nothing")
+        return 0
     if report.ok:
         print(f"OK: {plural(report.shards, 'shard')}, {plural(report.records, 'record')}, "
               f"{human_bytes(report.bytes)} match the manifest")

@@ -12,7 +12,9 @@ from __future__ import annotations
 import datetime
 from typing import Optional
 
-from tfrecord_pipelines.transforms.storage import layout
+from tfrecord_pipelines.transforms.core.errors import ConversionError
+from tfrecord_pipelines.transforms.core.specs import OutputSpec
+from tfrecord_pipelines.transforms.storage import fsutil, layout
 
 LATEST = layout.LATEST
 VERSION_NAME = layout.VERSION_NAME
@@ -22,3 +24,21 @@ read_latest = layout.read_latest  # LATEST is read and written in one module
 def new_version_name(now: Optional[datetime.datetime] = None) -> str:
     now = now or datetime.datetime.now(datetime.timezone.utc)
     return now.strftime("v%Y%m%d-%H%M%S")
+
+
+class LatestMoved(ConversionError, RuntimeError):
+    """LATEST changed between the run's start and its taking the root's lock."""
+
+
+def check_latest_unchanged(out: OutputSpec) -> None:
+    """The run read LATEST (and carried its label map) before it held the
+    root's lock: another run may have published in between. Then this run
+    would be built on the version before, its class ids shifted against the
+    current one's: it stops before any work instead."""
+    if not out.root or out.check_only:
+        return
+    current = layout.latest_name(out.root)
+    if current != out.previous_version:
+        raise LatestMoved(f"{fsutil.join(out.root, LATEST)} now names {current or 'no version'}, not "
+                          f"{out.previous_version or 'no version'} as when this run read it: another run published "
+                          "meanwhile. Nothing was done; rerun to build on the current version")

@@ -45,12 +45,15 @@ CLAIMS = {
         "test_dataflow.py::test_dry_run_builds_the_dataflow_job",
         "test_dataflow.py::test_flex_template_launch_of_the_scheduled_body",
         "test_dataflow.py::test_build_and_run_scripts", "test_dataflow.py::test_scheduler_job"],
-    "`tests/e2e/test_versions.py`, `tests/e2e/test_promises.py` and `tests/e2e/test_gcs.py` check:": [
+    "`tests/e2e/test_versions.py`, `tests/e2e/test_promises.py`, `tests/e2e/test_gcs.py` and "
+    "`tests/e2e/test_hardening_publish.py` check:": [
         "test_promises.py::test_latest_moves_only_after_the_manifest",
         "test_versions.py::test_versions_latest_unchanged_and_stable_ids",
         "test_promises.py::test_an_unchanged_versioned_run_reads_no_image",
         "test_versions.py::test_a_failed_run_never_moves_the_pointer",
-        "test_gcs.py::test_versioned_dataset_in_a_bucket"],
+        "test_gcs.py::test_versioned_dataset_in_a_bucket",
+        "test_hardening_publish.py::test_latest_never_moves_to_an_empty_or_shrunken_version",
+        "test_hardening_publish.py::test_a_run_that_read_latest_before_another_published_stops"],
     "checks that the scheduler body uses only declared template parameters": [
         "test_dataflow.py::test_flex_template_launch_of_the_scheduled_body", "test_dataflow.py::test_scheduler_job"],
     "`tests/e2e/test_spill.py` holds the two to byte-identical shards, rejects and label maps": [

@@ -173,6 +173,7 @@ class LabelMap:
     extra_kinds: tuple = ()   # ((column, feature kind), ...)
     offset: int = 0
     new_names: tuple = ()     # names added to a frozen map by --extend_label_map
+    unlisted: tuple = ()      # names of a frozen map that no listed record has (not in to_json: not a label)
 
     def as_dict(self) -> dict:
         return dict(self.ids)
@@ -235,7 +236,8 @@ def build_label_map(stats: Stats, spec: LabelSpec, extra_columns: Iterable[str] 
             start = max(mapping.values(), default=spec.offset - 1) + 1
             mapping.update({n: start + i for i, n in enumerate(new)})
         ids = sorted(mapping.items(), key=lambda x: (x[1], x[0]))
-        return LabelMap(LabelType.CLASS, tuple(ids), extra_kinds, spec.offset, new)
+        unlisted = tuple(sorted(set(mapping) - set(stats.names)))
+        return LabelMap(LabelType.CLASS, tuple(ids), extra_kinds, spec.offset, new, unlisted)
     ids = [(n, spec.offset + i) for i, n in enumerate(sorted(stats.names))]
     return LabelMap(LabelType.CLASS, tuple(ids), extra_kinds, spec.offset)
 

@@ -189,6 +189,8 @@ class PublishSpec:
     options_fingerprint: str
     tool_version: str
     max_reject_fraction: float = 1.0
+    allow_empty: bool = False        # --allow_empty: publish a dataset of 0 records
+    allow_shrink: bool = False       # --allow_shrink: a version may fall below half of LATEST's records
 
     @property
     def job_ends_run(self) -> bool:

@@ -275,9 +275,11 @@ def iter_rows(stream: TextIO, fmt: str) -> Iterator[tuple[int, dict]]:
         yield (n if fmt == "jsonl" else k), row
 
 
-def read_columns(stream: TextIO, fmt: str, sample_rows: int = 1000) -> tuple[list[str], list[dict]]:
+def read_columns(stream: TextIO, fmt: str, sample_rows: int = 1000,
+                 bad: Optional[list] = None) -> tuple[list[str], list[dict]]:
     """The column names and the first good rows (at most `sample_rows`, and
-    SAMPLE_CHARS of cells), for checks before the run starts."""
+    SAMPLE_CHARS of cells), for checks before the run starts; the bad rows
+    among them, (line, BadRow), are added to `bad` if given."""
     header, rows = open_rows(stream, fmt)
     if header:
         looks_like_data = [c for c in header if has_image_extension(c)]
@@ -287,8 +289,14 @@ def read_columns(stream: TextIO, fmt: str, sample_rows: int = 1000) -> tuple[lis
     sample: list = []
     cols: dict = dict.fromkeys(header)
     chars = 0
-    for _, row in rows:
+    skipped = 0
+    for n, row in rows:
         if isinstance(row, BadRow):
+            skipped += 1
+            if bad is not None:
+                bad.append((n, row))
+            if skipped >= sample_rows:  # a table of bad rows is not read whole before the run
+                break
             continue  # rejected as bad_row when the run reads it
         sample.append(row)
         if not header:
@@ -317,6 +325,36 @@ def pick_column(columns: list[str], wanted: str, candidates: Iterable[str], what
         raise TableError(f"no {what} column found among {columns}; name it with --{what}_column "
                          f"(looked for {', '.join(candidates)})")
     return ""
+
+
+def label_column_of(columns: list[str], path_col: str, split_col: str, wanted: str, label_from: str,
+                    regex: str = "") -> str:
+    """The label column of a table (or DataFrame) with these columns, or ""
+    for an unlabelled one. A known label name wins (pick_column); a table of
+    a path and one other column uses that one. Several other columns, none
+    known as the label (`filename,species,photographer`), are refused rather
+    than read as an unlabelled dataset with the label as a bytes feature: an
+    unlabelled dataset is asked for with --label_from none."""
+    label_col = pick_column(columns, wanted, LABEL_COLUMNS, "label", required=False)
+    if label_col or wanted or label_from not in ("auto", "table") or regex:
+        return label_col
+    rest = [c for c in columns if c and c not in (path_col, split_col)]
+    if len(rest) == 1:
+        return rest[0]  # a two-column table: path and label
+    if not rest and label_from == "table":
+        pick_column(columns, "", LABEL_COLUMNS, "label")  # raises: no label column
+    if len(rest) > 1:
+        shown = " or ".join(f"--label_column {_flag_value(c)}" for c in rest[:3])
+        raise TableError(f"none of its columns {rest[:10]}{' ...' if len(rest) > 10 else ''} besides the path "
+                         f"column {path_col!r} is a known label column ({', '.join(LABEL_COLUMNS)}): name the "
+                         f"label with {shown}, or pass --label_from none for an unlabelled dataset (the other "
+                         "columns are kept as features)")
+    return ""
+
+
+def _flag_value(text: str) -> str:
+    """A value as it would be typed after a flag in a shell."""
+    return text if re.fullmatch(r"[A-Za-z0-9_./:@%+=-]+", text) else "'" + text.replace("'", "'\\''") + "'"
 
 
 class UnsafePath(ValueError):

@@ -87,16 +87,41 @@ def unsupported(manifest: dict) -> str:
 
 def _label_names(manifest: dict) -> Optional[list]:
     """Class names by id when the ids are exactly 0..N-1 (what ClassLabel
-    holds), else None."""
+    holds) and TFDS reads every name back as written, else None (the label
+    is then a plain int64; image/class/text and label_map.json keep the names)."""
     lm = manifest.get("label_map", {})
     if lm.get("kind") != LabelType.CLASS:
         return None
     by_id = {i: name for name, i in lm.get("classes", {}).items()}
     if not by_id or sorted(by_id) != list(range(len(by_id))):
         return None
-    if any("\n" in n or "\r" in n for n in by_id.values()):  # one name a line in the labels file
+    if any(not fits_labels_file(n) for n in by_id.values()):
         return None
     return [by_id[i] for i in range(len(by_id))]
+
+
+def fits_labels_file(name: str) -> bool:
+    """Whether TFDS reads this class name back from its labels file as it is.
+    It reads the file as text (universal newlines: \n, \r and \r\n end a
+    line), splits it at \n, strips each line of whitespace and drops blank
+    ones (class_label_feature._load_names_from_file): a blank name vanishes and
+    every later id gets the next one's name; " cat" comes back as "cat"."""
+    return bool(name) and name == name.strip() and "\n" not in name and "\r" not in name
+
+
+def names_why_not(manifest: dict) -> str:
+    """Why the class names are not in TFDS's metadata although the labels are
+    classes with ids 0..N-1 ("" when they are, or do not apply)."""
+    lm = manifest.get("label_map", {})
+    if lm.get("kind") != LabelType.CLASS:
+        return ""
+    bad = sorted(n for n in lm.get("classes", {}) if not fits_labels_file(n))
+    if not bad:
+        return ""
+    shown = ", ".join(repr(n) for n in bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+    return (f"class name(s) {shown} cannot be a line of TFDS's labels file (it strips each line and drops blank "
+            "ones, which would shift every later id's name), so TFDS gets the label as a plain int64 without "
+            "names; label_map.json and image/class/text hold them")
 
 
 def labels_file(key: str) -> str:

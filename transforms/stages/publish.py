@@ -7,11 +7,17 @@ the rejects' batches or spill references, which transforms/storage/reject_log.py
 counts and streams into rejects.jsonl without holding them all). It is idempotent, because a runner may replay it: a replay finds its
 own manifest and stops.
 
+First, before anything is touched: is this the dataset asked for? Too many
+rejects, no record, a --versioned fall against LATEST, undecodable table rows
+refuse it; lost classes and splits and the fixes rejects name are noted
+(transforms/core/publishable.py).
+
 Order, so an old dataset is never mixed with a new one: remove the old
 manifest (the folder stops claiming to be complete), remove stale shards (any
 shard name not in this run: another count, split or compression), rename the
 new shards in, check they are all there, write the manifest (complete or not
-at all), read it back, remove the staging folder and the lock.
+at all), read it back, move LATEST (--versioned: only if it still names the
+version this run started from), remove the staging folder and the lock.
 
 Fencing: a run publishes only while the lock names it. One whose lock was
 taken over (--break_lock, or the TTL) stops before touching the output; the
@@ -30,7 +36,7 @@ from typing import Iterable, NamedTuple
 
 import apache_beam as beam
 
-from tfrecord_pipelines.transforms.core import resize, tfds_metadata
+from tfrecord_pipelines.transforms.core import publishable, resize, tfds_metadata
 from tfrecord_pipelines.transforms.core.errors import ConversionError
 from tfrecord_pipelines.transforms.core.features import feature_roles, feature_schema, tfmd_schema
 from tfrecord_pipelines.transforms.core.records import ShardResult
@@ -116,6 +122,8 @@ def build_manifest(spec: PublishSpec, got: RunResults, shards: dict) -> dict:
     tfds_files = tfds_metadata.metadata_files(manifest, "")
     manifest["tfds"] = ({"metadata": sorted(tfds_files)} if tfds_files
                         else {"metadata": [], "why_not": tfds_metadata.unsupported(manifest)})
+    if tfds_files and tfds_metadata.names_why_not(manifest):
+        manifest["tfds"]["class_names_why_not"] = tfds_metadata.names_why_not(manifest)
     if spec.output.root:
         manifest["version"] = spec.output.version
         manifest["previous_version"] = spec.output.previous_version
@@ -178,17 +186,29 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
     current = _read_json(manifest_path)
     if isinstance(current, dict) and current.get("run_id") == out.run_id:  # a replay of this step: already published
         if out.root:
-            layout.publish_latest(out.root, out.version, out.run_id)
+            _move_latest(out)
         return current
     run_lock.check(out.lock_dir, out.run_id)
     if out.previous_fingerprint and not out.republish and got.fingerprint == out.previous_fingerprint:
         logging.getLogger(__name__).warning(
             "inputs and options unchanged since version %s: nothing published", out.previous_version)
         return {"unchanged_since": out.previous_version}
-    _refuse_too_many_rejects(spec, got)
     by_split = collect_shards(got.shards, got.plans)
+    # Is this the dataset asked for? (transforms/core/publishable.py; here, so a Dataflow job checks it too)
+    verdict = publishable.check_publishable(
+        publishable.run_facts(spec.options, got.label_map, by_split, got.stats, len(got.rejects),
+                              got.rejects.by_reason, got.rejects.facts, _previous_version(out)),
+        publishable.Guards(spec.allow_empty, spec.allow_shrink, spec.max_reject_fraction))
+    _refuse_too_many_rejects(spec, got, tuple("note: " + w for w in verdict.warnings))
+    if verdict.refusal:
+        _keep_failed_rejects(spec, got)
+        raise publishable.NotPublishable("\n".join((verdict.refusal, *("note: " + w for w in verdict.warnings))))
     all_shards = [s for ss in by_split.values() for s in ss]
     manifest = build_manifest(spec, got, by_split)
+    why = manifest["tfds"].get("class_names_why_not")
+    manifest["warnings"] = [*verdict.warnings, *([f"TFDS: {why}"] if why else [])]
+    for line in manifest["warnings"]:
+        logging.getLogger(__name__).warning("%s", line)
     run_lock.check(out.lock_dir, out.run_id)  # the last moment before the old output is touched
     with _writing(out.output):
         fsutil.delete([manifest_path])
@@ -210,24 +230,62 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
     # Only now, with the version complete, may training jobs see it.
     if out.root:
         run_lock.check(out.lock_dir, out.run_id)
-        if not layout.publish_latest(out.root, out.version, out.run_id):
-            logging.getLogger(__name__).warning(
-                "version %s is complete, but LATEST names a version of a later run and was left alone", out.version)
+        _move_latest(out)
     return manifest
 
 
-def _refuse_too_many_rejects(spec: PublishSpec, got: RunResults) -> None:
-    listed, rejects, output = got.stats.get("listed", 0), got.rejects, spec.output.output
+def _previous_version(out) -> "publishable.Previous | None":
+    """The version LATEST names, which must still be the one this run read
+    when it started: its class ids were carried from there, and the record
+    count is held to it (--allow_shrink)."""
+    if not out.root:
+        return None
+    current = layout.latest_name(out.root)
+    if current != out.previous_version:
+        raise PublishError(f"{fsutil.join(out.root, layout.LATEST)} names {current or 'no version'}, not "
+                           f"{out.previous_version or 'no version'} as when this run started: another run published "
+                           "meanwhile, and this run's class ids were carried from the version before. Nothing was "
+                           "published; rerun to build on the current version")
+    try:
+        version, m = layout.read_latest(out.root)
+    except ValueError:  # unreadable since the run started: nothing to compare with
+        return None
+    return publishable.previous_of(version, m) if m is not None else None
+
+
+def _move_latest(out) -> None:
+    """Points LATEST at this version, only if it still names the version this
+    run started from (or already this one); else says which it names."""
+    if layout.publish_latest(out.root, out.version, out.run_id, expected=out.previous_version):
+        return
+    raise PublishError(f"version {out.version} is complete in {out.output}, but was not made current: "
+                       f"{fsutil.join(out.root, layout.LATEST)} names {layout.latest_name(out.root) or 'no version'}, "
+                       f"published by another run after this one read {out.previous_version or 'no version'} "
+                       "there (this run's class ids were carried from that one). Training jobs that read LATEST do "
+                       "not see this version; rerun to publish one built on the current version")
+
+
+def _refuse_too_many_rejects(spec: PublishSpec, got: RunResults, notes: tuple = ()) -> None:
+    listed, rejects = got.stats.get("listed", 0), got.rejects
     if not listed or len(rejects) / listed <= spec.max_reject_fraction:
         return
-    failed = fsutil.join(output, layout.failed_rejects_name(spec.output.run_id))
-    with _writing(output):
-        fsutil.write_chunks(failed, rejects.jsonl())
-    _prune_failed_rejects(output, spec.output.run_id)
-    raise TooManyRejects(
+    failed = _keep_failed_rejects(spec, got)
+    raise TooManyRejects("\n".join((
         f"{len(rejects):,} of {listed:,} listed records ({len(rejects) / listed:.1%}) were rejected, "
         f"above --max_reject_fraction {spec.max_reject_fraction}; nothing was published. The rejects and their "
-        f"reasons are in {failed}")
+        f"reasons are in {failed}", *notes)))
+
+
+def _keep_failed_rejects(spec: PublishSpec, got: RunResults) -> str:
+    """A refused run's rejects, kept for inspection as failed-<run>.rejects.jsonl."""
+    output = spec.output.output
+    failed = fsutil.join(output, layout.failed_rejects_name(spec.output.run_id))
+    if not len(got.rejects):
+        return failed
+    with _writing(output):
+        fsutil.write_chunks(failed, got.rejects.jsonl())
+    _prune_failed_rejects(output, spec.output.run_id)
+    return failed
 
 
 def _companions(got: RunResults, manifest: dict) -> dict:

@@ -230,12 +230,25 @@ def read_pointer(root: str) -> Optional[str]:
     return version
 
 
-def publish_latest(root: str, version: str, run_id: str) -> bool:
+def latest_name(root: str) -> str:
+    """What LATEST holds ("" when there is none or it cannot be read)."""
+    try:
+        return read_pointer(root) or ""
+    except ValueError:  # not a regular file, too large, not a version name: no current version
+        return ""
+
+
+def publish_latest(root: str, version: str, run_id: str, expected: Optional[str] = None) -> bool:
     """Points LATEST at `version` (an atomic replace of a one-line file),
     unless it already names a version of a run that started later (run ids
-    begin with the start time): a slow old run must not move it back."""
+    begin with the start time): a slow old run must not move it back. With
+    `expected` (the version LATEST named when the run read it, "" for none),
+    only if LATEST still names that one (or already `version`): a run built on
+    one version (its class ids carried from it) never replaces another."""
+    current = latest_name(root)
+    if expected is not None and current not in (expected, version):
+        return False
     try:
-        current = read_pointer(root) or ""
         current_run = str(read_manifest(fsutil.join(root, current), check=False).get("run_id", "")) if current else ""
     except Exception:  # no LATEST yet, or it names an unreadable version: ours is better
         current, current_run = "", ""

@@ -20,6 +20,7 @@ import os
 import pickle
 from typing import Iterable, Iterator
 
+from tfrecord_pipelines.transforms.core.publishable import RejectFacts
 from tfrecord_pipelines.transforms.core.records import Reject, reject_line, reject_order
 from tfrecord_pipelines.transforms.storage import scratch, spill
 
@@ -35,10 +36,12 @@ class RejectLog:
         self._run = run
         self.count = 0
         self.by_reason: collections.Counter = collections.Counter()
+        self.facts = RejectFacts()  # by split, and the fixes their details name (transforms/core/publishable.py)
         for b in self._batches:
             for r in spill.load(b):
                 self.count += 1
                 self.by_reason[r.reason] += 1
+                self.facts.add(r.rel, r.reason, r.detail, r.split)
 
     def __len__(self) -> int:
         return self.count
