@@ -65,6 +65,8 @@ def table_row_to_rec(n: int, row, spec: InputSpec):
     if isinstance(row, tables.BadRow):
         return Reject(f"(line {n})", Reason.BAD_ROW.value, row.detail)
     raw = row.get(spec.path_column, "")
+    if spec.table_format == tables.LIST_FORMAT:  # a listing names files by their full path or URI
+        raw = tables.under_root(raw, spec.root)
     extras = tuple((c, row.get(c, "")) for c in spec.extra_columns)
     # NFC, so that rows naming one label in two Unicode forms are not "conflicting".
     label = nfc(row.get(spec.label_column)) if spec.label_column else None
