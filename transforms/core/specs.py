@@ -66,6 +66,7 @@ class InputSpec:
     allow_absolute_paths: bool = False
     split_folders: bool = False      # the first level under the root is the split
     fingerprint_root: bool = False   # list a table's image root too, to fingerprint the files
+    source: str = ""                 # rows given from Python: what they were (the table is a scratch copy)
 
 
 @dataclasses.dataclass(frozen=True)
