@@ -139,9 +139,8 @@ def _run(func: str, options: dict, check_only: bool):
     progress = options.pop("progress", None)
     table = options.get("label_table")
     given_rows = python_rows.is_rows(table)
-    if given_rows:
-        options = {k: v for k, v in options.items() if k not in ("label_table", "image_root")}
-    argv = to_argv(func, options) + [f"--progress={_progress(progress)}"]
+    flags = {k: v for k, v in options.items() if not (given_rows and k in ("label_table", "image_root"))}
+    argv = to_argv(func, flags) + [f"--progress={_progress(progress)}"]
     with _quiet_logs(debug), _rows_table(table if given_rows else None, options, argv, func) as argv:
         return _configured_run(argv, check_only, debug, python_rows.describe(table) if given_rows else "")
 
@@ -187,7 +186,7 @@ def _rows_table(table, options: dict, argv: list, func: str):
     from tfrecord_pipelines import rows as python_rows
     scratch = python_rows.scratch_folder(PipelineOptions(argv))
     with python_rows.as_table(table, options.get("image_root") or "", options.get("path_column") or "",
-                              scratch) as (path, root):
+                              scratch, bool(options.get("allow_empty"))) as (path, root):
         yield argv + [f"--label_table={path}", f"--image_root={root}"]
 
 

@@ -16,10 +16,11 @@ that is not text (a number in the path column usually means ids that pandas
 read as numbers, losing their leading zeros), a DataFrame without a path
 column, a dict row with a column the first row lacks.
 
-Paths: relative paths are relative to `image_root` (default: the current
-folder). Absolute paths and gs:// URIs are made relative to `image_root`,
-or, without it, to the deepest folder they all share, which becomes the image
-root (`image/filename` then holds the path below it, as for a folder tree).
+Paths: with `image_root`, relative paths are relative to it and absolute
+paths (or gs:// URIs) below it are made relative to it, as a table's. Without
+it, the image root is the deepest folder all the paths share (relative paths
+taken from the current folder), as an --input tree's root would be:
+`image/filename` holds each path below it.
 
 pandas is imported only by the caller's DataFrame: this module never imports it.
 """
@@ -55,7 +56,8 @@ def describe(rows) -> str:
 
 
 @contextlib.contextmanager
-def as_table(rows, image_root: str = "", path_column: str = "", scratch: str = "") -> Iterator[tuple[str, str]]:
+def as_table(rows, image_root: str = "", path_column: str = "", scratch: str = "",
+             allow_empty: bool = False) -> Iterator[tuple[str, str]]:
     """Writes `rows` as a CSV table in a scratch folder (`scratch`: a folder
     the workers can read, e.g. a bucket's temp folder for a remote runner;
     default a local temporary folder) and yields (table path, image root);
@@ -70,6 +72,8 @@ def as_table(rows, image_root: str = "", path_column: str = "", scratch: str = "
     except tables.TableError as e:
         raise UsageError(f"label_table {where}: {e}") from None
     body = list(body)
+    if not body and not allow_empty:
+        raise UsageError(f"label_table {where} has no rows: nothing to convert")
     paths = [_path_text(where, path_col, r[header.index(path_col)], i) for i, r in enumerate(body)]
     root, paths = relative_paths(paths, image_root)
     index = header.index(path_col)
@@ -163,19 +167,19 @@ def _path_text(where: str, column: str, value, i: int) -> str:
 
 def relative_paths(paths: list, image_root: str = "") -> tuple[str, list]:
     """(the image root, the paths relative to it where they are below it).
-    Without `image_root`: the deepest folder every absolute path shares when
-    all paths are absolute, else the current folder."""
+    Without `image_root`: the deepest folder all paths share (relative paths
+    taken from the current folder), as an --input tree's root would be."""
     from tfrecord_pipelines.transforms.storage import fsutil
     if image_root:
         root = fsutil.normalize_root(os.fspath(image_root))
         if fsutil.is_local(root):
             root = os.path.abspath(root)
-    else:
-        given = [p for p in paths if p]
-        absolute = [p for p in given if tables.is_absolute(p)]
-        common = tables.common_folder(absolute) if absolute and len(absolute) == len(given) else ""
-        root = common or os.getcwd()
-    return root, [tables.under_root(p, root) if p else p for p in paths]
+        return root, [tables.under_root(p, root) if p else p for p in paths]
+    full = [p if not p or tables.is_absolute(p) else os.path.abspath(p) for p in paths]
+    common = tables.common_folder(p for p in full if p)
+    if not common:  # no path, or paths with no folder in common (two buckets): relative to here
+        return os.getcwd(), paths
+    return common, [tables.under_root(p, common) if p else p for p in full]
 
 
 def scratch_folder(options) -> str:
