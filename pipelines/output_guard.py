@@ -8,7 +8,8 @@ from tfrecord_pipelines.transforms.storage import fsutil, layout
 
 
 def check_output(output: str, inputs_root: str, overwrite: bool) -> None:
-    if fsutil.is_local(output) and fsutil.is_local(inputs_root):
+    """`inputs_root`: the folder the run lists, "" for none (a pipeline's rows)."""
+    if inputs_root and fsutil.is_local(output) and fsutil.is_local(inputs_root):
         if os.path.commonpath([output, inputs_root]) == inputs_root:
             raise UsageError(f"--output {output!r} is inside the input folder {inputs_root!r}; its shards would "
                              "be listed as inputs. Choose a folder outside it")

@@ -152,15 +152,19 @@ def _read_table_head(path: str, fmt: str, encoding: str) -> tuple[list, list]:
         raise UsageError(f"--label_table {path!r} cannot be read: {getattr(e, 'strerror', None) or e}") from None
 
 
-def build_config(o, run_id: str, progress: bool = False) -> ConvertConfig:
+def build_config(o, run_id: str, progress: bool = False, given_inputs: Optional[tuple] = None) -> ConvertConfig:
+    """`given_inputs`: (InputSpec, SplitSpec, label source) of inputs that are
+    not a flag (the rows of a user's own pipeline: tfrecord_pipelines/ptransforms.py)."""
     if not o.output:
         raise UsageError("--output is required: the folder (local or gs://) for the shards")
     if not o.lock_ttl_hours > 0:
         raise UsageError(f"--lock_ttl_hours {o.lock_ttl_hours} must be positive")
-    if [bool(o.input), bool(o.label_table), bool(o.file_list)].count(True) != 1:
+    if [bool(o.input), bool(o.label_table), bool(o.file_list), given_inputs is not None].count(True) != 1:
         raise UsageError("give exactly one of --input (an image folder tree), --label_table (a CSV/TSV/JSONL "
                          "label table with --image_root) or --file_list (a listing of image paths)")
-    if o.file_list:
+    if given_inputs is not None:
+        inputs, split, label_from = given_inputs
+    elif o.file_list:
         from tfrecord_pipelines.file_list import list_input
         inputs, split, label_from = list_input(o)
     else:

@@ -26,6 +26,7 @@ DEFAULT_IO_TIMEOUT = 120.0  # seconds a remote store may stay silent; --io_timeo
 class InputKind(str, enum.Enum):
     FOLDER = "folder"
     TABLE = "table"
+    ROWS = "rows"      # a PCollection of rows in a user's own pipeline (tfrecord_pipelines.ToRecords)
 
 
 class LabelSource(str, enum.Enum):

@@ -346,6 +346,22 @@ def python_cell(v) -> str:
     return str(v).strip()
 
 
+def row_cells(row, path_column: str, label_column: str):
+    """A row given by a program ((path, label), or a dict of columns) as a
+    table's cells ({column: text}), or a BadRow: the path must be text."""
+    if isinstance(row, dict):
+        cells = {str(k): v for k, v in row.items()}
+    elif isinstance(row, (tuple, list)) and len(row) == 2:
+        cells = {path_column: row[0], label_column or "label": row[1]}
+    else:
+        return BadRow(f"a row is {str(row)[:80]!r}: rows are (path, label) pairs or dicts of columns")
+    path = cells.get(path_column)
+    if path is not None and not isinstance(path, str) and not hasattr(path, "__fspath__") \
+            and python_cell(path) != "":
+        return BadRow(f"a row's {path_column!r} is {type(path).__name__} {str(path)[:80]!r}: paths are text")
+    return {k: python_cell(v) for k, v in cells.items()}
+
+
 def iter_rows(stream: TextIO, fmt: str) -> Iterator[tuple[int, dict]]:
     """(row number from 1, {column: stripped string}) for each data row
     (JSON Lines: the line number); a bad row raises TableError."""
