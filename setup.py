@@ -43,6 +43,10 @@ setup(
         "matplotlib>=3.10,<4",
         # The progress bar of a local run (a terminal or a notebook: tqdm.auto); pinned in constraints.txt.
         "tqdm>=4.66,<5",
+        # Rows from a DataFrame (tfrecord_pipelines.convert(label_table=df)); tfx-bsl needs pandas anyway.
+        # Below 2.4: inside IPython/Jupyter, Beam 2.77 imports its DataFrame API to build any pipeline,
+        # and that fails on pandas 3 (`DataFrame.first` is gone): no conversion could run in a notebook.
+        "pandas>=2.0,<2.4",
     ],
     extras_require={
         # The readers the tests load outputs with: TFDS (builder_from_directory) and
@@ -50,7 +54,9 @@ setup(
         "test": ["pytest>=8", "gcp-storage-emulator>=2026.7", "hypothesis>=6.100",
                  "tensorflow-datasets>=4.9.10,<4.10", "tfrecord>=1.14.6,<2",
                  # Grain reads the ArrayRecord shards (random access by index)
-                 "grain>=0.2.18,<0.3; python_version >= '3.11'"],
+                 "grain>=0.2.18,<0.3; python_version >= '3.11'",
+                 # examples/quickstart.ipynb, run headless by tests/e2e/test_notebook.py
+                 "nbclient>=0.11,<0.12", "nbformat>=5.10,<6", "ipykernel>=7,<8"],
     },
     entry_points={"console_scripts": ["tfrecords=tfrecord_pipelines.cli:main"]},
 )

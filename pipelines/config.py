@@ -40,6 +40,9 @@ class ConvertConfig:
                 return [plain(x) for x in items]
             return v
         d = plain(self)
+        if self.inputs.source:  # rows from Python: the table is a scratch copy, named by what it was made from
+            d["inputs"]["table"] = self.inputs.source
+        d["inputs"].pop("source", None)
         for k in ("run_id", "progress", "previous_fingerprint", "job_ends_run", "check_only"):
             d["output"].pop(k, None)
         return d

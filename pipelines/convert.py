@@ -27,7 +27,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 
 from tfrecord_pipelines import __version__, lifecycle, offline, runtime
 from tfrecord_pipelines.config import ConvertConfig
-from tfrecord_pipelines.options import ConvertOptions, FlagError, check_flags, help_parser
+from tfrecord_pipelines.options import ConvertOptions, check_flags, help_parser
 from tfrecord_pipelines.parse import UsageError, build_config
 from tfrecord_pipelines.report import print_summary, print_warnings
 from tfrecord_pipelines.transforms.storage import fsutil, layout, run_lock
@@ -54,8 +54,8 @@ def _run(argv: list, prog: str, check_only: bool = False) -> int:
         return 0
     try:
         check_flags(argv)
-        options, cfg, runner = _configure(argv, check_only)
-    except (UsageError, FlagError, runtime.RunnerError) as e:
+        options, cfg, runner = configure(argv, check_only)
+    except UsageError as e:  # FlagError and RunnerError too
         print(f"error: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # e.g. an input folder we may not read, a bucket without credentials
@@ -63,13 +63,8 @@ def _run(argv: list, prog: str, check_only: bool = False) -> int:
             raise
         print(f"error: {lifecycle.describe_failure(e, '')}", file=sys.stderr)
         return 1
-    opts = options.view_as(ConvertOptions)
-    started = time.time()
     try:
-        with lifecycle.locked(cfg, opts.lock_ttl_hours, opts.break_lock) as run_:
-            outcome = run_.execute(options, runner, debug)
-        if run_.worker_pids:
-            log.info("local run: %d worker processes did work", len(run_.worker_pids))
+        outcome, seconds, result = execute(options, cfg, runner, debug)
     except (UsageError, run_lock.LockHeld) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -81,10 +76,10 @@ def _run(argv: list, prog: str, check_only: bool = False) -> int:
     try:
         if check_only and outcome != "dry_run":  # `tfrecords check`: pipelines/check.py
             from tfrecord_pipelines.check import report_check
-            return report_check(options, cfg, outcome, time.time() - started)
-        code = _report(options, cfg, runner, outcome, time.time() - started)
+            return report_check(options, cfg, outcome, seconds)
+        code = report(options, cfg, runner, outcome, seconds)
         if outcome == "dry_run" and offline.active():
-            print("\n".join(offline.summary(options, run_.result)))
+            print("\n".join(offline.summary(options, result)))
         return code
     except Exception as e:  # e.g. a manifest damaged after publishing
         if debug:
@@ -93,9 +88,10 @@ def _run(argv: list, prog: str, check_only: bool = False) -> int:
         return 1
 
 
-def _configure(argv: list, check_only: bool = False) -> tuple:
+def configure(argv: list, check_only: bool = False) -> tuple:
     """(options, config, runner); raises UsageError before anything is
-    submitted or locked."""
+    submitted or locked. The command and the Python API
+    (tfrecord_pipelines.api) both start here."""
     options = PipelineOptions(argv)
     opts = options.view_as(ConvertOptions)
     run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:8]
@@ -120,8 +116,23 @@ def _configure(argv: list, check_only: bool = False) -> tuple:
     return options, cfg, runner
 
 
-def _report(options: PipelineOptions, cfg: ConvertConfig, runner, outcome: str, seconds: float) -> int:
-    """Prints what the run did; its exit status."""
+def execute(options: PipelineOptions, cfg: ConvertConfig, runner, debug: bool = False) -> tuple:
+    """Runs the configured conversion under its lifecycle (the output locked,
+    the pipeline built and run, the run ended): (outcome, seconds, Beam's
+    PipelineResult), the outcome "done", "submitted" or "dry_run". Raises
+    what ended the run."""
+    opts = options.view_as(ConvertOptions)
+    started = time.time()
+    with lifecycle.locked(cfg, opts.lock_ttl_hours, opts.break_lock) as run_:
+        outcome = run_.execute(options, runner, debug)
+    if run_.worker_pids:
+        log.info("local run: %d worker processes did work", len(run_.worker_pids))
+    return outcome, time.time() - started, run_.result
+
+
+def report(options: PipelineOptions, cfg: ConvertConfig, runner, outcome: str, seconds: float) -> int:
+    """What the command prints after a conversion (the Python API's
+    verbose=True); its exit status."""
     out = cfg.output
     template = options.view_as(GoogleCloudOptions).template_location
     if outcome == "dry_run":

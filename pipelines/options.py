@@ -10,6 +10,7 @@ from typing import Optional
 
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
+from tfrecord_pipelines.transforms.core.errors import UsageError
 from tfrecord_pipelines.transforms.core.specs import LabelType
 
 LABEL_TYPES = [t.value for t in LabelType if t is not LabelType.NONE]
@@ -31,6 +32,11 @@ def add_convert_args(parser) -> None:
     g.add_argument("--label_table", default="",
                    help="Label table instead of a tree: CSV/TSV with a header row, or JSON Lines "
                         "(.csv, .tsv, .jsonl; .gz allowed); a path column and a label column")
+    g.add_argument("--file_list", default="",
+                   help="A listing instead of a tree or table: one image path or gs:// URI per line (what `gcloud "
+                        "storage ls -r gs://bucket/images` prints); labels and split folders from the folders, as "
+                        "for --input, below --image_root (default: the folder the listing names first, else the "
+                        "folder its paths share)")
     g.add_argument("--table_encoding", default="utf-8",
                    help="Text encoding of --label_table, e.g. latin-1, cp1252, utf-16; a row that does not decode "
                         "is rejected as bad_row with its line number")
@@ -246,7 +252,7 @@ def help_parser(prog: str) -> argparse.ArgumentParser:
     return p
 
 
-class FlagError(ValueError):
+class FlagError(UsageError):
     """A flag nobody declares, or a bad value for a declared one."""
 
 

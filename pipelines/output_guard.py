@@ -44,6 +44,7 @@ def _inside(path: str, folder: str) -> bool:
 
 
 def check_output(output: str, inputs_root: str, overwrite: bool) -> None:
+    """`inputs_root`: the folder the run lists, "" for none (a pipeline's rows)."""
     check_apart(output, inputs_root)
     if fsutil.is_local(output) and os.path.exists(output) and not os.path.isdir(output):
         raise UsageError(f"--output {output!r} is a file, not a folder")

@@ -19,16 +19,13 @@ from tfrecord_pipelines.config import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, ConvertC
                               LabelSource, LabelSpec, LabelType, OutputSpec, QualitySpec, ShardSpec, SplitSource,
                               SplitSpec)
 from tfrecord_pipelines.transforms.core import labels, publishable, tables
+from tfrecord_pipelines.transforms.core.errors import UsageError  # noqa: F401 (re-exported)
 from tfrecord_pipelines.transforms.core.features import DEFAULT_KEYS
 from tfrecord_pipelines.transforms.core.images import STORABLE_FORMATS, ImagePolicy, Validation
 from tfrecord_pipelines.transforms.core.resize import FILTERS, PngPolicy, ResizeMode, ResizePolicy
 from tfrecord_pipelines.transforms.core.specs import OutputFormat, ReadPolicy
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression
 from tfrecord_pipelines.transforms.storage import fsutil
-
-
-class UsageError(ValueError):
-    """A bad option value; the message names it and what is allowed."""
 
 
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?i?B?)\s*$", re.I)
@@ -165,15 +162,23 @@ def _read_table_head(path: str, fmt: str, encoding: str, bad: Optional[list] = N
         raise UsageError(f"--label_table {path!r} cannot be read: {getattr(e, 'strerror', None) or e}") from None
 
 
-def build_config(o, run_id: str, progress: bool = False) -> ConvertConfig:
+def build_config(o, run_id: str, progress: bool = False, given_inputs: Optional[tuple] = None) -> ConvertConfig:
+    """`given_inputs`: (InputSpec, SplitSpec, label source) of inputs that are
+    not a flag (the rows of a user's own pipeline: tfrecord_pipelines/ptransforms.py)."""
     if not o.output:
         raise UsageError("--output is required: the folder (local or gs://) for the shards")
     if not o.lock_ttl_hours > 0:
         raise UsageError(f"--lock_ttl_hours {o.lock_ttl_hours} must be positive")
-    if bool(o.input) == bool(o.label_table):
-        raise UsageError("give exactly one of --input (an image folder tree) or --label_table (a CSV/TSV/JSONL "
-                         "label table with --image_root)")
-    inputs, split, label_from = _folder_input(o) if o.input else _table_input(o)
+    if [bool(o.input), bool(o.label_table), bool(o.file_list), given_inputs is not None].count(True) != 1:
+        raise UsageError("give exactly one of --input (an image folder tree), --label_table (a CSV/TSV/JSONL "
+                         "label table with --image_root) or --file_list (a listing of image paths)")
+    if given_inputs is not None:
+        inputs, split, label_from = given_inputs
+    elif o.file_list:
+        from tfrecord_pipelines.file_list import list_input
+        inputs, split, label_from = list_input(o)
+    else:
+        inputs, split, label_from = _folder_input(o) if o.input else _table_input(o)
     previous_version, previous = "", None
     if o.versioned:
         try:

@@ -1,11 +1,15 @@
 """The conversion's graph, one named stage per step (element shapes in the
 comments):
 
-    ListInputs | AssignLabels | Split | PlanShards | WriteShards (reading and validating) | Publish
+    ListInputs | Records (AssignLabels | Split) | Dataset (PlanShards | WriteShards (reading and validating) | Publish)
 
 or, with two reads per image (tables without sizes, --max_examples_per_split):
 
-    ListInputs | AssignLabels | Split | ValidateImages | PlanShards | WriteShards | Publish
+    ListInputs | Records (AssignLabels | Split | ValidateImages) | Dataset (PlanShards | WriteShards | Publish)
+
+PrepareRecords and WriteDataset are also what a Beam user applies in a
+pipeline of their own (tfrecord_pipelines/ptransforms.py: ToRecords is
+ListInputs over the user's rows, then PrepareRecords): one graph, two ways in.
 """
 from __future__ import annotations
 
@@ -33,80 +37,137 @@ from tfrecord_pipelines.transforms.storage import layout, progress, spill
 def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "", spill_dir: str = "") -> None:
     """`spill_dir`: a local run's folder where record batches wait at the
     barriers instead of in the runner (transforms/storage/spill.py)."""
-    out = cfg.output
-    staging = layout.staging_dir(out.output, out.run_id)
     listed = p | "ListInputs" >> ListInputs(cfg.inputs, spill_dir, progress_dir)
     # [Rec(rel, path, size, raw label/split/extras)] batches; fingerprint: per-unit digests
-    listing = _spilled(listed[RECORDS], "SpillListing", spill_dir)
-    labeled = listing | "AssignLabels" >> AssignLabels(cfg.labels, cfg.inputs.extra_columns)
-    # [Rec + label_id | target, typed extras]; label_map: singleton LabelMap
-    split = labeled[RECORDS] | "Split" >> Split(cfg.splits, cfg.shards.seed, cfg.shards.max_per_split, spill_dir)
-    # [Rec + split, shuffle key]
-    options_digest = fingerprint.options_digest(cfg.fingerprint_options())
-    fp = listed[FINGERPRINT] | "Fingerprint" >> RunFingerprint(options_digest, labeled["label_map"])
-    # singleton: sha256 of the listing, the options and the label map
-    records = split[RECORDS]
-    if out.previous_fingerprint and not out.republish:
-        records = _spilled(records, "SpillSplit", spill_dir) | "SkipIfUnchanged" >> beam.FlatMap(
-            lambda b, run_fp: [] if fingerprint.unchanged(run_fp, out.previous_fingerprint) else [b],
-            beam.pvalue.AsSingleton(fp))
-    read_once = cfg.images.reads.once and not out.check_only  # a check validates first, like two reads
-    valid_rejects = None
-    if not read_once:  # two reads per image: validate, plan from the valid ones, read again to write
-        if progress_dir:  # the progress bar's total for validation, known before validation starts
-            counted = (records | "CountToValidate" >> beam.Map(spill.count)
-                       | "SumToValidate" >> beam.CombineGlobally(sum)
-                       | "ExpectValidate" >> beam.Map(lambda n: progress.expect(progress_dir, "validate", n)))
-            records = records | "AfterCount" >> beam.Map(lambda b, _: b, beam.pvalue.AsSingleton(counted))
-        valid = records | "ValidateImages" >> ValidateImages(cfg.images, progress_dir, spill_dir,
-                                                             digest=cfg.quality.dedup_before_writing
-                                                             or (out.check_only and cfg.quality.enabled))
-        # [Rec + size, format, height, width, channels, crc]
-        records, valid_rejects = valid[RECORDS], valid[REJECTS]
-    dedup = {}
-    if cfg.quality.dedup_before_writing:  # --duplicates keep_one|reject (two reads: parse.py)
-        dedup = records | "DropDuplicates" >> DropDuplicates(cfg.quality.duplicates, spill_dir)
-        # [Rec], one per content; rejects (duplicate_content); stats (not_selected); groups; removed
-        records = dedup[RECORDS]
-    if out.check_only:  # `tfrecords check`: report.html and check.json, no shards, no manifest (pipelines/check.py)
-        pcs = {"rejects": (listed.get(REJECTS), labeled[REJECTS], split[REJECTS], valid_rejects, dedup.get(REJECTS)),
-               "stats": (listed[STATS], split.get(STATS), dedup.get(STATS))}
-        inputs = {k: [pc for pc in v if pc is not None] | f"Check{k.title()}" >> beam.Flatten() for k, v in pcs.items()}
-        inputs.update(records=records, label_map=labeled["label_map"])
+    records = listed | "Records" >> PrepareRecords(cfg, progress_dir, spill_dir)
+    if cfg.output.check_only:  # `tfrecords check`: report.html and check.json, no shards, no manifest (pipelines/check.py)
+        records | "Check" >> CheckDataset(cfg, spill_dir)
+    else:
+        records | "Dataset" >> WriteDataset(cfg, progress_dir, spill_dir)
+        # manifest.json, written last
+
+
+class PrepareRecords(beam.PTransform):
+    """Listed records -> labelled, split (and, with two reads per image,
+    validated) records, with everything the manifest counts.
+
+    Input:  ListInputs' outputs: records ([Rec] batches), stats, fingerprint, rejects (tables).
+    Output: a dict: "records" ([Rec + label, split, shuffle key] batches), "rejects" (all so far),
+            "stats", "label_map" and "fingerprint" (singletons), and with --duplicates keep_one|reject
+            DropDuplicates' "groups" and "removed"."""
+
+    def __init__(self, cfg: ConvertConfig, progress_dir: str = "", spill_dir: str = ""):
+        super().__init__()
+        self._cfg, self._progress_dir, self._spill_dir = cfg, progress_dir, spill_dir
+
+    def expand(self, listed):
+        cfg, out, spill_dir = self._cfg, self._cfg.output, self._spill_dir
+        listing = _spilled(listed[RECORDS], "SpillListing", spill_dir)
+        labeled = listing | "AssignLabels" >> AssignLabels(cfg.labels, cfg.inputs.extra_columns)
+        # [Rec + label_id | target, typed extras]; label_map: singleton LabelMap
+        split = labeled[RECORDS] | "Split" >> Split(cfg.splits, cfg.shards.seed, cfg.shards.max_per_split, spill_dir)
+        # [Rec + split, shuffle key]
+        fp = listed[FINGERPRINT] | "Fingerprint" >> RunFingerprint(options_digest(cfg), labeled["label_map"])
+        # singleton: sha256 of the listing, the options and the label map
+        records = split[RECORDS]
+        if out.previous_fingerprint and not out.republish:
+            records = _spilled(records, "SpillSplit", spill_dir) | "SkipIfUnchanged" >> beam.FlatMap(
+                lambda b, run_fp: [] if fingerprint.unchanged(run_fp, out.previous_fingerprint) else [b],
+                beam.pvalue.AsSingleton(fp))
+        valid_rejects = None
+        if not read_once(cfg):  # two reads per image: validate, plan from the valid ones, read again to write
+            if self._progress_dir:  # the progress bar's total for validation, known before validation starts
+                progress_dir = self._progress_dir
+                counted = (records | "CountToValidate" >> beam.Map(spill.count)
+                           | "SumToValidate" >> beam.CombineGlobally(sum)
+                           | "ExpectValidate" >> beam.Map(lambda n: progress.expect(progress_dir, "validate", n)))
+                records = records | "AfterCount" >> beam.Map(lambda b, _: b, beam.pvalue.AsSingleton(counted))
+            valid = records | "ValidateImages" >> ValidateImages(cfg.images, self._progress_dir, spill_dir,
+                                                                 digest=cfg.quality.dedup_before_writing
+                                                                 or (out.check_only and cfg.quality.enabled))
+            # [Rec + size, format, height, width, channels, crc]
+            records, valid_rejects = valid[RECORDS], valid[REJECTS]
+        dedup = {}
+        if cfg.quality.dedup_before_writing:  # --duplicates keep_one|reject (two reads: parse.py)
+            dedup = records | "DropDuplicates" >> DropDuplicates(cfg.quality.duplicates, spill_dir)
+            # [Rec], one per content; rejects (duplicate_content); stats (not_selected); groups; removed
+            records = dedup[RECORDS]
+        rejects = [pc for pc in (listed.get(REJECTS), labeled[REJECTS], split[REJECTS], valid_rejects,
+                                 dedup.get(REJECTS)) if pc is not None]
+        stats = [pc for pc in (listed[STATS], split.get(STATS), dedup.get(STATS)) if pc is not None]
+        return {RECORDS: records, "label_map": labeled["label_map"], "fingerprint": fp,
+                REJECTS: ([_spilled(pc, f"SpillRejects{i}", spill_dir) for i, pc in enumerate(rejects)]
+                          | "AllRejects" >> beam.Flatten()),
+                STATS: stats | "AllStats" >> beam.Flatten(),
+                **{k: dedup[k] for k in ("groups", "removed") if dedup}}
+
+
+class WriteDataset(beam.PTransform):
+    """PrepareRecords' outputs -> shards planned and written (reading and,
+    with one read per image, validating each image), the quality checks,
+    and the publish step: the output folder with its manifest, written last.
+    Output: the manifest (a singleton)."""
+
+    def __init__(self, cfg: ConvertConfig, progress_dir: str = "", spill_dir: str = ""):
+        super().__init__()
+        self._cfg, self._progress_dir, self._spill_dir = cfg, progress_dir, spill_dir
+
+    def expand(self, prepared):
+        cfg, out, spill_dir = self._cfg, self._cfg.output, self._spill_dir
+        staging = layout.staging_dir(out.output, out.run_id)
+        planned = prepared[RECORDS] | "PlanShards" >> PlanShards(cfg.shards, spill_dir)
+        if self._progress_dir:  # the progress bar's total: what the plans will write
+            progress_dir = self._progress_dir
+            _ = planned["plans"] | "ExpectWrite" >> beam.Map(
+                lambda plans: progress.expect(progress_dir, "write", sum(p.count for p in plans.values())))
+        # ((split, index, num_shards), [[(position, Rec)]]); plans: singleton {split: SplitPlan}
+        written = planned["shards"] | "WriteShards" >> WriteShards(
+            staging, cfg.shards.compression, cfg.images, dict(out.feature_keys), prepared["label_map"],
+            self._progress_dir, validate=read_once(cfg), index_files=cfg.shards.index_files,
+            output_format=cfg.shards.output_format, quality_rows=cfg.quality.enabled)
+        # ShardResult(name, temp path, records, bytes, crc32c); rejects (validation's, with one read)
+        rejects = ((prepared[REJECTS], _spilled(written[REJECTS], "SpillWriteRejects", spill_dir))
+                   | "AllRejects" >> beam.Flatten())
+        spec = PublishSpec(out, staging, cfg.shards.compression, cfg.describe(), options_digest(cfg), __version__,
+                           cfg.max_reject_fraction, allow_empty=cfg.allow_empty, allow_shrink=cfg.allow_shrink)
+        results = {"shards": written["shards"], "rejects": rejects, "stats": prepared[STATS],
+                   "label_map": prepared["label_map"], "plans": planned["plans"],
+                   "fingerprint": prepared["fingerprint"]}
         if cfg.quality.enabled:
-            checks = {"rows": records | "QualityRows" >> beam.Map(quality_rows),
-                      **{k: dedup[k] for k in ("groups", "removed") if dedup}}
-            inputs["quality"] = checks | "CheckQuality" >> CheckQuality(cfg.quality, labeled["label_map"],
-                                                                        why_not_near(cfg), spill_dir)
-        inputs | "CheckReport" >> CheckReport(cfg, __version__)
-        return
-    planned = records | "PlanShards" >> PlanShards(cfg.shards, spill_dir)
-    if progress_dir:  # the progress bar's total: what the plans will write
-        _ = planned["plans"] | "ExpectWrite" >> beam.Map(
-            lambda plans: progress.expect(progress_dir, "write", sum(p.count for p in plans.values())))
-    # ((split, index, num_shards), [[(position, Rec)]]); plans: singleton {split: SplitPlan}
-    written = planned["shards"] | "WriteShards" >> WriteShards(
-        staging, cfg.shards.compression, cfg.images, dict(out.feature_keys), labeled["label_map"], progress_dir,
-        validate=read_once, index_files=cfg.shards.index_files, output_format=cfg.shards.output_format,
-        quality_rows=cfg.quality.enabled)
-    # ShardResult(name, temp path, records, bytes, crc32c); rejects (validation's, with one read)
-    rejects = ([_spilled(pc, f"SpillRejects{i}", spill_dir)
-                for i, pc in enumerate((listed.get(REJECTS), labeled[REJECTS], split[REJECTS], valid_rejects,
-                                        written[REJECTS], dedup.get(REJECTS))) if pc is not None]
-               | "AllRejects" >> beam.Flatten())
-    stats = ([pc for pc in (listed[STATS], split.get(STATS), dedup.get(STATS)) if pc is not None]
-             | "AllStats" >> beam.Flatten())
-    spec = PublishSpec(out, staging, cfg.shards.compression, cfg.describe(), options_digest, __version__,
-                       cfg.max_reject_fraction, allow_empty=cfg.allow_empty, allow_shrink=cfg.allow_shrink)
-    results = {"shards": written["shards"], "rejects": rejects, "stats": stats,
-               "label_map": labeled["label_map"], "plans": planned["plans"], "fingerprint": fp}
-    if cfg.quality.enabled:
-        checks = {"rows": written[QUALITY], **{k: dedup[k] for k in ("groups", "removed") if dedup}}
-        results["quality"] = checks | "CheckQuality" >> CheckQuality(cfg.quality, labeled["label_map"],
-                                                                     why_not_near(cfg), spill_dir)
-        # singleton: the manifest's "quality" section
-    results | "Publish" >> Publish(spec)
-    # manifest.json, written last
+            checks = {"rows": written[QUALITY], **{k: prepared[k] for k in ("groups", "removed") if k in prepared}}
+            results["quality"] = checks | "CheckQuality" >> CheckQuality(cfg.quality, prepared["label_map"],
+                                                                         why_not_near(cfg), spill_dir)
+            # singleton: the manifest's "quality" section
+        return results | "Publish" >> Publish(spec)
+
+
+class CheckDataset(beam.PTransform):
+    """`tfrecords check`, in place of WriteDataset: PrepareRecords' outputs ->
+    the quality checks and the check's report (pipelines/check.py)."""
+
+    def __init__(self, cfg: ConvertConfig, spill_dir: str = ""):
+        super().__init__()
+        self._cfg, self._spill_dir = cfg, spill_dir
+
+    def expand(self, prepared):
+        cfg = self._cfg
+        inputs = {k: prepared[k] for k in (RECORDS, REJECTS, STATS, "label_map")}
+        if cfg.quality.enabled:
+            checks = {"rows": prepared[RECORDS] | "QualityRows" >> beam.Map(quality_rows),
+                      **{k: prepared[k] for k in ("groups", "removed") if k in prepared}}
+            inputs["quality"] = checks | "CheckQuality" >> CheckQuality(cfg.quality, prepared["label_map"],
+                                                                        why_not_near(cfg), self._spill_dir)
+        return inputs | "CheckReport" >> CheckReport(cfg, __version__)
+
+
+def read_once(cfg: ConvertConfig) -> bool:
+    """Each image read once, validated as its shard is written (a check
+    validates first, like two reads)."""
+    return cfg.images.reads.once and not cfg.output.check_only
+
+
+def options_digest(cfg: ConvertConfig) -> str:
+    return fingerprint.options_digest(cfg.fingerprint_options())
 
 
 def _spilled(batches, label: str, spill_dir: str):

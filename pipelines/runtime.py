@@ -26,12 +26,13 @@ import time
 
 from tfrecord_pipelines import local_worker
 from tfrecord_pipelines.stderr import workers_stderr_to_log
+from tfrecord_pipelines.transforms.core.errors import UsageError
 
 LOCAL_NAMES = {"", "directrunner", "direct", "fnapirunner", "switchingdirectrunner"}
 
 
-class RunnerError(ValueError):
-    pass
+class RunnerError(UsageError):
+    """A runner setting we refuse (--direct_running_mode multi_threading)."""
 
 
 def prestart(argv: list) -> None:

@@ -144,20 +144,20 @@ def test_tfds_as_data_source_reads_it(both):
     info = json.load(open(os.path.join(ar_out, "dataset_info.json")))
     assert info["fileFormat"] == "array_record"
     b = tfds.builder_from_directory(ar_out)
-    names = b.info.features["image"]["class"]["label"].names
+    names = b.info.features["image/class/label"].names
     for split in manifest(ar_out)["splits"]:
         source = b.as_data_source(split=split)
         rows = read_examples(tf_out, split)
         assert len(source) == len(rows)
         for i in random.Random(1).sample(range(len(rows)), len(rows)):
             ex = source[i]
-            rel = ex["image"]["filename"].decode()
+            rel = ex["image/filename"].decode()
             assert rel == scalar(rows[i], "image/filename")
-            assert names[ex["image"]["class"]["label"]] == labels[rel]
+            assert names[ex["image/class/label"]] == labels[rel]
             # TFDS's data source decodes with PIL (without OpenCV), not TensorFlow
             with Image.open(os.path.join(root, rel)) as im:
                 want = np.asarray(im.convert("RGB"))
-            assert np.array_equal(ex["image"]["encoded"], want), rel
+            assert np.array_equal(ex["image/encoded"], want), rel
 
 
 def test_same_bytes_with_one_and_two_workers(tmp_path):

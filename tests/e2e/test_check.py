@@ -9,7 +9,7 @@ import os
 
 from conftest import ROOT, convert, image_bytes, make_tree, manifest, shard_files, write
 from gcs_emulator import BUCKET, gcs, list_names, upload_tree  # noqa: F401 (fixture)
-from test_dataflow import PROJECT, REGION, capture_jobs, check_functions_unpickle  # noqa: F401 (fixture)
+from test_dataflow import PROJECT, REGION, capture_jobs, check_functions_unpickle, stage_names  # noqa: F401 (fixture)
 from test_report_html import assert_renders
 
 CHECK_FILES = {"report.html", "check.json", "check-rejects.jsonl"}
@@ -135,8 +135,7 @@ def test_check_builds_as_a_dataflow_job_without_shard_stages(gcs, tmp_path, capt
     assert "dry run: the DataflowRunner job was built and not submitted" in capsys.readouterr().out
     (result, _), = capture_jobs
     pp = result.job.proto_pipeline
-    transforms = pp.components.transforms
-    top = [transforms[t].unique_name for r in pp.root_transform_ids for t in transforms[r].subtransforms]
+    top = stage_names(pp)
     assert [s for s in top if s in ("ListInputs", "AssignLabels", "Split", "ValidateImages", "CheckReport")] == \
         ["ListInputs", "AssignLabels", "Split", "ValidateImages", "CheckReport"], top
     assert not {"PlanShards", "WriteShards", "Publish"} & set(top), top

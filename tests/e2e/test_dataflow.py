@@ -32,6 +32,19 @@ LAUNCH = os.path.join(ROOT, "launch")
 FLEX = os.path.join(LAUNCH, "flex_template")
 # A folder tree: each image is read once and validated as it is written (no ValidateImages stage).
 STAGES = ["ListInputs", "AssignLabels", "Split", "PlanShards", "WriteShards", "Publish"]
+
+
+def stage_names(pp) -> list:
+    """The pipeline's top transforms and their parts, in order, by their last
+    name: ListInputs, then Records' (AssignLabels, Split, ...), then Dataset's
+    (PlanShards, WriteShards, Publish) or Check's (pipelines/pipeline.py)."""
+    transforms = pp.components.transforms
+    names = []
+    for r in pp.root_transform_ids:
+        for t in transforms[r].subtransforms:
+            names.append(transforms[t].unique_name)
+            names += [transforms[c].unique_name.rsplit("/", 1)[-1] for c in transforms[t].subtransforms]
+    return names
 PROJECT, REGION = "test-project", "europe-west1"
 WORKERS = ["--machine_type", "n2-standard-4", "--max_num_workers", "5", "--disk_size_gb", "50"]
 
@@ -103,7 +116,7 @@ def test_dry_run_builds_the_dataflow_job(gcs, tmp_path, capture_jobs, capsys, in
     # Our stages, in order, at the top of the pipeline.
     pp = job.proto_pipeline
     transforms = pp.components.transforms
-    top = [transforms[t].unique_name for r in pp.root_transform_ids for t in transforms[r].subtransforms]
+    top = stage_names(pp)
     assert [s for s in top if s in STAGES] == STAGES, top
 
     # The workers' environment: Beam's container of setup.py's Beam version, with the sdist of setup.py.

@@ -11,7 +11,7 @@ from conftest import check_against_source, convert, image_bytes, make_tree, mani
 from gcs_emulator import BUCKET, download_prefix, gcs, list_names, upload_tree  # noqa: F401 (fixture)
 
 DATASET_FILES = {"manifest.json", "rejects.jsonl", "label_map.json", "schema.pbtxt",
-                 "dataset_info.json", "features.json", "image-class-label.labels.txt",  # and TFDS's metadata
+                 "dataset_info.json", "features.json", "image.class.label.labels.txt",  # and TFDS's metadata
                  "report.html"}
 
 

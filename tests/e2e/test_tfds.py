@@ -23,9 +23,8 @@ def _source_image(root: str, rel: str):
 
 
 def _get(example: dict, key: str):
-    for part in key.split("/"):
-        example = example[part]
-    return example
+    """A feature by its Example key: TFDS's features are the keys, flat."""
+    return example[key]
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +61,7 @@ def _check_loads(out: str, root: str, labels: dict, image_key: str, label_key: s
 
 def test_builder_from_directory_loads_the_output(converted):
     root, labels, out = converted
-    assert manifest(out)["tfds"]["metadata"] == ["dataset_info.json", "features.json", "image-class-label.labels.txt"]
+    assert manifest(out)["tfds"]["metadata"] == ["dataset_info.json", "features.json", "image.class.label.labels.txt"]
     _check_loads(out, root, labels, "image/encoded", "image/class/label", "image/filename")
 
 
@@ -88,13 +87,33 @@ def test_the_metadata_is_what_tfds_own_writer_writes(converted, tmp_path):
                                        num_bytes=int(s["numBytes"]), filename_template=template)
                    for s in ours["splits"]]
     tfds.folder_dataset.write_metadata(data_dir=theirs, features=features, split_infos=split_infos,
-                                       filename_template=template, description=ours["description"], check_data=True)
+                                       filename_template=template, description=ours["description"], check_data=True,
+                                       supervised_keys=("image/encoded", "image/class/label"))
     for name in ("dataset_info.json", "features.json"):
         with open(os.path.join(out, name)) as a, open(os.path.join(theirs, name)) as b:
             assert json.load(a) == json.load(b), name
-    with open(os.path.join(out, "image-class-label.labels.txt"), "rb") as a, \
-            open(os.path.join(theirs, "image-class-label.labels.txt"), "rb") as b:
+    with open(os.path.join(out, "image.class.label.labels.txt"), "rb") as a, \
+            open(os.path.join(theirs, "image.class.label.labels.txt"), "rb") as b:
         assert a.read() == b.read()
+
+
+def test_as_supervised_gives_image_and_label(converted):
+    """tfds.builder_from_directory(OUT).as_dataset(as_supervised=True): (decoded
+    image, class id) pairs, as for a TFDS catalogue dataset."""
+    import numpy as np
+    import tensorflow_datasets as tfds
+    root, labels, out = converted
+    b = tfds.builder_from_directory(out)
+    assert b.info.supervised_keys == ("image/encoded", "image/class/label")
+    names = b.info.features["image/class/label"].names
+    images = {rel: _source_image(root, rel) for rel in labels}
+    seen = 0
+    for split in manifest(out)["splits"]:
+        for image, label in b.as_dataset(split=split, as_supervised=True):
+            match = [rel for rel, want in images.items() if want.shape == image.shape and np.array_equal(want, image)]
+            assert match and labels[match[0]] == names[int(label)]
+            seen += 1
+    assert seen == len(labels)
 
 
 def test_renamed_keys(converted, tmp_path):
@@ -122,18 +141,19 @@ def test_float_targets_and_table_columns(tmp_path):
     assert not [n for n in os.listdir(out) if n.endswith(".labels.txt")]
     seen = {}
     for ex in _builder(out).as_dataset(split="train"):
-        rel = ex["image"]["filename"].numpy().decode()
-        seen[rel] = float(ex["image"]["target"])
-        assert np.array_equal(ex["image"]["encoded"].numpy(), _source_image(root, rel))
+        rel = ex["image/filename"].numpy().decode()
+        seen[rel] = float(ex["image/target"])
+        assert np.array_equal(ex["image/encoded"].numpy(), _source_image(root, rel))
         i = int(rel[1])
         assert [v.decode() for v in ex["note"].numpy()] == ([] if i == 1 else [f"n{i}"])
     assert seen == pytest.approx(targets)
+    got = sorted(float(t) for _, t in _builder(out).as_dataset(split="train", as_supervised=True))
+    assert got == pytest.approx(sorted(targets.values()))
 
 
 @pytest.mark.parametrize("args, why", [
     (["--compression", "gzip"], "TFDS reads uncompressed TFRecord shards only (these are gzip)"),
-    (["--feature_keys", "image/encoded=image"],
-     "feature key 'image' is also the folder of 'image/channels'; TFDS nests features by '/'"),
+    (["--feature_keys", "image/encoded="], "the image feature was dropped (--feature_keys)"),
 ])
 def test_no_metadata_where_tfds_cannot_read_and_stale_files_go(converted, tmp_path, args, why):
     _, _, good = converted

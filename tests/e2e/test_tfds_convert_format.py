@@ -45,7 +45,7 @@ def test_convert_format_output_reads_as_a_data_source(converted):
     labels, out, _, tfds_dir = converted
     m = manifest(out)
     b = tfds.builder_from_directory(tfds_dir)
-    names = b.info.features["image"]["class"]["label"].names
+    names = b.info.features["image/class/label"].names
     import tensorflow as tf
     for split, s in m["splits"].items():
         source = b.as_data_source(split=split)
@@ -54,9 +54,9 @@ def test_convert_format_output_reads_as_a_data_source(converted):
         for i, raw in enumerate(ours):
             ex = source[i]
             want = tf.train.Example.FromString(raw).features.feature
-            rel = ex["image"]["filename"].decode()
+            rel = ex["image/filename"].decode()
             assert rel == want["image/filename"].bytes_list.value[0].decode()
-            assert names[ex["image"]["class"]["label"]] == labels[rel]
+            assert names[ex["image/class/label"]] == labels[rel]
 
 
 def test_converted_shards_hold_our_records_as_our_array_record_output_does(converted):

@@ -28,6 +28,32 @@ class ConversionError(Exception):
             _note(folder, type(self).__name__, str(self))
 
 
+class UsageError(ValueError):
+    """A bad option value or a bad combination, found before anything runs; the
+    message names the value and what is allowed (the command exits 2)."""
+
+
+class RunError(ConversionError, RuntimeError):
+    """A run that failed for a reason not of ours (a full disk, a worker that
+    crashed, a runner's error): the message is the command's one line, the
+    original exception is the __cause__."""
+
+
+class OutputError(ConversionError, ValueError):
+    """An output folder that cannot be read as a converted dataset: no
+    manifest.json (a run that did not finish, or not a dataset), or a
+    malformed one."""
+
+
+class VerificationError(ConversionError):
+    """An output that does not match its manifest: `problems` lists each
+    mismatch (shard, byte offset, what differs)."""
+
+    def __init__(self, message: str, problems: tuple = ()):
+        super().__init__(message)
+        self.problems = tuple(problems)
+
+
 def _note(folder: str, kind: str, message: str) -> None:
     path = os.path.join(folder, f"error-{os.getpid()}-{uuid.uuid4().hex[:8]}.json")
     try:

@@ -26,6 +26,7 @@ DEFAULT_IO_TIMEOUT = 120.0  # seconds a remote store may stay silent; --io_timeo
 class InputKind(str, enum.Enum):
     FOLDER = "folder"
     TABLE = "table"
+    ROWS = "rows"      # a PCollection of rows in a user's own pipeline (tfrecord_pipelines.ToRecords)
 
 
 class LabelSource(str, enum.Enum):
@@ -66,6 +67,7 @@ class InputSpec:
     allow_absolute_paths: bool = False
     split_folders: bool = False      # the first level under the root is the split
     fingerprint_root: bool = False   # list a table's image root too, to fingerprint the files
+    source: str = ""                 # rows given from Python: what they were (the table is a scratch copy)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,6 +27,8 @@ PATH_COLUMNS = ("filename", "file_name", "file", "path", "filepath", "file_path"
 LABEL_COLUMNS = ("label", "class", "class_name", "category", "target", "labels", "y", "score", "rating", "value")
 SPLIT_COLUMNS = ("split", "subset", "fold_name")
 TABLE_FORMATS = ("csv", "tsv", "jsonl")
+# --file_list: one path or URI per line, no header (what `gcloud storage ls -r` prints); its one column:
+LIST_FORMAT, LIST_COLUMN = "list", "path"
 
 
 MAX_LINE = 1 << 20      # characters in one physical line
@@ -173,6 +175,8 @@ def open_rows(stream: TextIO, fmt: str) -> tuple[list, Iterator[tuple]]:
     each data row after it."""
     if fmt == "jsonl":
         return [], _iter_jsonl(stream)
+    if fmt == LIST_FORMAT:
+        return [LIST_COLUMN], _iter_list(stream)
     bad: dict = {}
     counter = _Counting(_lines(stream, bad))
     reader = csv.reader(counter, delimiter="\t" if fmt == "tsv" else ",", skipinitialspace=True)
@@ -263,6 +267,99 @@ def _iter_jsonl(stream: TextIO) -> Iterator[tuple]:
                             f"{MAX_CELL:,}")
             continue
         yield n, cells
+
+
+def _iter_list(stream: TextIO) -> Iterator[tuple]:
+    """A listing's files: each non-blank line is a path, as written (a name
+    may hold spaces); the folder lines `gcloud storage ls -r` (and gsutil)
+    print, `gs://b/dir/:` and `gs://b/dir/`, are not files."""
+    bad: dict = {}
+    for n, line in enumerate(_lines(stream, bad), 1):
+        if n in bad:
+            yield n, BadRow(bad[n])
+            continue
+        path = line.rstrip("\r\n")
+        if not path.strip() or listing_folder(path) is not None or path.endswith("/"):
+            continue
+        yield n, {LIST_COLUMN: path}
+
+
+def listing_folder(line: str) -> Optional[str]:
+    """The folder a `gcloud storage ls -r` header line names (`gs://b/dir/:`
+    gives gs://b/dir), or None for any other line."""
+    return line[:-2] if line.endswith("/:") else None
+
+
+def is_absolute(path: str) -> bool:
+    """A URL, a POSIX absolute path or a Windows drive path (what a table may
+    name only with --allow_absolute_paths)."""
+    return "://" in path or path.startswith("/") or (len(path) > 2 and path[1] == ":" and path[2] in "/\\")
+
+
+def common_folder(paths: Iterable[str]) -> str:
+    """The deepest folder holding every one of `paths` (absolute paths or URIs
+    of one scheme and bucket), or "" when there is none (other buckets, a
+    mix of local paths and URIs)."""
+    common: Optional[list] = None
+    for p in paths:
+        parts = p.split("/")[:-1]  # the folders, the file name dropped
+        if common is None:
+            common = parts
+            continue
+        n = 0
+        while n < min(len(common), len(parts)) and common[n] == parts[n]:
+            n += 1
+        common = common[:n]
+    if not common or (common[0].endswith(":") and len(common) < 3):  # none, or `gs://` without a bucket
+        return ""
+    return "/".join(common) or "/"
+
+
+def under_root(path: str, root: str) -> str:
+    """`path` relative to `root` when it names a file below it, else unchanged
+    (so that a path outside the root is refused as unsafe, as in any table)."""
+    prefix = root.rstrip("/") + "/"
+    return path[len(prefix):] if root and path.startswith(prefix) and len(path) > len(prefix) else path
+
+
+def python_cell(v) -> str:
+    """A Python value as the cell `pandas.DataFrame.to_csv` writes for it (and
+    the csv reader gives back): None and NaN (pandas' NA, NaT) an empty cell,
+    numbers as Python writes them, True/False. Rows given from Python (a
+    DataFrame, tuples, dicts, a PCollection) become cells by this one rule."""
+    if v is None:
+        return ""
+    if type(v).__module__ == "numpy" and hasattr(v, "item"):
+        v = v.item()  # numpy's scalars as the Python numbers they hold
+    if isinstance(v, float) and v != v:
+        return ""
+    if type(v).__name__ in ("NAType", "NaTType"):
+        return ""
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, str):
+        return v.strip()
+    if hasattr(v, "__fspath__"):
+        return os.fspath(v)
+    return str(v).strip()
+
+
+def row_cells(row, path_column: str, label_column: str):
+    """A row given by a program ((path, label), or a dict of columns) as a
+    table's cells ({column: text}), or a BadRow: the path must be text."""
+    if isinstance(row, dict):
+        cells = {str(k): v for k, v in row.items()}
+    elif isinstance(row, (tuple, list)) and len(row) == 2:
+        cells = {path_column: row[0], label_column or "label": row[1]}
+    else:
+        return BadRow(f"a row is {str(row)[:80]!r}: rows are (path, label) pairs or dicts of columns")
+    path = cells.get(path_column)
+    if path is not None and not isinstance(path, str) and not hasattr(path, "__fspath__") \
+            and python_cell(path) != "":
+        return BadRow(f"a row's {path_column!r} is {type(path).__name__} {str(path)[:80]!r}: paths are text")
+    return {k: python_cell(v) for k, v in cells.items()}
 
 
 def iter_rows(stream: TextIO, fmt: str) -> Iterator[tuple[int, dict]]:

@@ -13,15 +13,19 @@ The files are a handful of fixed JSON shapes (TFDS's DatasetInfo and
 FeaturesDict protos in JSON form), which tests/e2e/test_tfds.py holds to what
 write_metadata itself writes for the same dataset, and loads with tfds.
 
-Keys with "/" become nested FeaturesDicts, as TFDS names nested features
-("image/class/label" is image -> class -> label). The image is a TFDS Image
+Each Example key is a top-level feature of its own name ("image/class/label"
+is ex["image/class/label"]), not a nested FeaturesDict: TFDS's supervised keys
+(`as_dataset(as_supervised=True)` gives (image, label)) name top-level
+features only, and TFDS reads a flat "a/b" feature from the Example key "a/b"
+as it would a nested one. The class names' file is then
+"image.class.label.labels.txt" (TFDS's name for that feature). The image is a TFDS Image
 of 3 channels (TFDS decodes with a fixed channel count: gray images come out
 as RGB, a PNG's alpha is dropped); class labels with ids 0..N-1 are a
 ClassLabel with their names, other integer labels a plain int64.
 
 No metadata (and the reason, in the manifest) when TFDS cannot read the
-output: compressed shards (TFDS reads uncompressed TFRecord only), or renamed
-keys where one key is a prefix folder of another ("image" and "image/height").
+output: compressed shards (TFDS reads uncompressed TFRecord only), or the
+image feature dropped.
 """
 from __future__ import annotations
 
@@ -73,13 +77,6 @@ def unsupported(manifest: dict) -> str:
     """Why TFDS cannot load this output ("" if it can)."""
     if manifest.get("compression", "none") != "none":
         return f"TFDS reads uncompressed TFRecord shards only (these are {manifest['compression']})"
-    keys = sorted(manifest["features"])
-    for key in keys:
-        if not all(key.split("/")):
-            return f"feature key {key!r} has an empty part between '/'; TFDS nests features by '/'"
-    for a, b in zip(keys, keys[1:]):
-        if b.startswith(a + "/"):
-            return f"feature key {a!r} is also the folder of {b!r}; TFDS nests features by '/'"
     if "encoded" not in manifest.get("feature_roles", {}):
         return "the image feature was dropped (--feature_keys)"
     return ""
@@ -125,8 +122,20 @@ def names_why_not(manifest: dict) -> str:
 
 
 def labels_file(key: str) -> str:
-    """The file TFDS reads a ClassLabel's names from, for a (nested) key."""
-    return key.replace("/", "-") + LABELS_SUFFIX
+    """The file TFDS reads a ClassLabel's names from, for a top-level feature
+    named `key` (tfds.features.feature.convert_feature_name_to_filename)."""
+    return key.replace("/", ".") + LABELS_SUFFIX
+
+
+def supervised_keys(manifest: dict) -> Optional[dict]:
+    """TFDS's supervised keys, (image, label or target), as dataset_info.json
+    holds them; None for an output without labels."""
+    roles = manifest.get("feature_roles", {})
+    label = roles.get("label") if manifest.get("label_map", {}).get("kind") in (LabelType.CLASS, LabelType.INT) \
+        else roles.get("target")
+    if not label or label not in manifest["features"] or "encoded" not in roles:
+        return None
+    return {"tuple": {"items": [{"featureKey": roles["encoded"]}, {"featureKey": label}]}}
 
 
 def metadata_files(manifest: dict, description: str = "") -> dict:
@@ -136,13 +145,7 @@ def metadata_files(manifest: dict, description: str = "") -> dict:
         return {}
     roles = {key: role for role, key in manifest.get("feature_roles", {}).items()}
     names = _label_names(manifest)
-    tree: dict = {}
-    for key, kind in manifest["features"].items():
-        *parents, leaf = key.split("/")
-        node = tree
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = _connector(key, kind, roles, names)
+    tree = {key: _connector(key, kind, roles, names) for key, kind in manifest["features"].items()}
     splits = [{"filepathTemplate": FILENAME_TEMPLATE, "name": split, "numBytes": str(s["bytes"]),
                "shardLengths": [str(e["records"]) for e in s["shards"]]}
               for split, s in manifest["splits"].items()]
@@ -150,6 +153,9 @@ def metadata_files(manifest: dict, description: str = "") -> dict:
     # train-00000-of-00016.array_record; TFDS reads them with as_data_source.
     info = {"description": description, "fileFormat": manifest.get("output_format", "tfrecord"), "splits": splits,
             "version": "1.0.0"}
+    supervised = supervised_keys(manifest)
+    if supervised:
+        info["supervisedKeys"] = supervised
     files = {DATASET_INFO: _json(info), FEATURES: _json(_features_dict(tree))}
     label_key = manifest.get("feature_roles", {}).get("label")
     if names is not None and label_key:

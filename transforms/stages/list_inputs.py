@@ -1,4 +1,5 @@
-"""Stage ListInputs: the image tree or label table, listed inside the pipeline.
+"""Stage ListInputs: the image tree or label table, listed inside the pipeline
+(or the rows a user's own pipeline gives, read as a table's rows).
 
 Output (a tagged tuple):
   records  [Rec, ...]     batches of listed records (rel, path, size, raw label/split/extras)
@@ -68,18 +69,21 @@ class _WalkFn(beam.DoFn):
         self._progress.flush(force=True)
 
 
-def table_row_to_rec(n: int, row, spec: InputSpec):
-    """A Rec for the table row on line `n`, or a Reject (a row that cannot be
-    read, an empty or unsafe path)."""
+def table_row_to_rec(n: int, row, spec: InputSpec, where: str = ""):
+    """A Rec for the table row on line `n` (`where`: how a row without a line
+    is named), or a Reject (a row that cannot be read, an empty or unsafe path)."""
+    where = where or f"line {n}"
     if isinstance(row, tables.BadRow):
-        return Reject(f"(line {n})", Reason.BAD_ROW.value, row.detail)
+        return Reject(f"({where})", Reason.BAD_ROW.value, row.detail)
     raw = row.get(spec.path_column, "")
+    if spec.table_format == tables.LIST_FORMAT or spec.kind is InputKind.ROWS:
+        raw = tables.under_root(raw, spec.root)  # full paths or URIs below the root
     extras = tuple((c, row.get(c, "")) for c in spec.extra_columns)
     # NFC, so that rows naming one label in two Unicode forms are not "conflicting".
     label = nfc(row.get(spec.label_column)) if spec.label_column else None
     split = row.get(spec.split_column) if spec.split_column else None
     if not raw:
-        return Reject(f"(line {n})", Reason.MISSING.value, f"line {n} has an empty {spec.path_column!r} cell")
+        return Reject(f"({where})", Reason.MISSING.value, f"{where} has an empty {spec.path_column!r} cell")
     try:
         rel, path = tables.resolve_path(raw, spec.root, spec.allow_absolute_paths)
     except tables.UnsafePath as e:
@@ -119,6 +123,13 @@ class _ReadTableFn(beam.DoFn):
         self._progress.flush(force=True)
         yield beam.pvalue.TaggedOutput(FINGERPRINT, ("table", digest.hexdigest()))
         yield beam.pvalue.TaggedOutput(STATS, ("listed", n))
+
+
+def _row_digest(row, spec: InputSpec) -> int:
+    cells = tables.row_cells(row, spec.path_column, spec.label_column)
+    text = json.dumps(cells if isinstance(cells, dict) else {"bad_row": cells.detail}, sort_keys=True,
+                      ensure_ascii=False)
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogateescape")).digest(), "big")
 
 
 def resolve_id(stem: str, grouped: dict) -> Iterator:
@@ -180,6 +191,8 @@ class ListInputs(beam.PTransform):
 
     def expand(self, pbegin):
         spec = self._spec
+        if spec.kind is InputKind.ROWS:  # pbegin: the rows of a user's pipeline
+            return self._rows(pbegin)
         if spec.kind is InputKind.FOLDER:
             walk = self._walk(pbegin, spec.root, "Tree")
             return {RECORDS: walk[RECORDS], STATS: walk[STATS], FINGERPRINT: walk[FINGERPRINT]}
@@ -196,6 +209,10 @@ class ListInputs(beam.PTransform):
         if spec.resolve_ids:
             recs, id_rejects = self._resolve_ids(root_walk[RECORDS], recs)
             rejects.append(id_rejects)
+        return self._one_per_file(recs, rejects, read[STATS], fingerprints)
+
+    def _one_per_file(self, recs, rejects: list, stats, fingerprints: list) -> dict:
+        """A table's rows grouped by file (dedupe), batched."""
         deduped = (recs | "ByPath" >> beam.Map(lambda r: (r.rel, r))
                    | "GroupByPath" >> spill.GroupByKey(self._spill_dir)
                    | "Dedupe" >> beam.FlatMapTuple(lambda rel, rs: _split_recs(dedupe(rel, rs)))
@@ -204,8 +221,22 @@ class ListInputs(beam.PTransform):
         return {RECORDS: deduped[RECORDS] | "Batch" >> beam.BatchElements(min_batch_size=BATCH, max_batch_size=BATCH)
                    | "AsBatch" >> beam.Map(Batch),
                 REJECTS: rejects | "Rejects" >> beam.Flatten(),
-                STATS: read[STATS],
+                STATS: stats,
                 FINGERPRINT: fingerprints | "Fingerprints" >> beam.Flatten()}
+
+    def _rows(self, rows):
+        """Rows of a user's pipeline ((path, label) or dicts), as a table's rows."""
+        spec = self._spec
+        parsed = rows | "ParseRows" >> beam.FlatMap(
+            lambda row: _split_recs([table_row_to_rec(0, tables.row_cells(row, spec.path_column, spec.label_column),
+                                                      spec, where="a row")])).with_outputs(REJECTS, main=RECORDS)
+        stats = (rows | "CountRows" >> beam.combiners.Count.Globally()
+                 | "Listed" >> beam.Map(lambda n: ("listed", n)))
+        # The rows' digest does not depend on their order, which a PCollection does not have.
+        digest = (rows | "RowDigests" >> beam.Map(_row_digest, spec)
+                  | "SumDigests" >> beam.CombineGlobally(lambda ds: sum(ds) % (1 << 256))
+                  | "AsFingerprint" >> beam.Map(lambda d: ("rows", f"{d:064x}")))
+        return self._one_per_file(parsed[RECORDS], [parsed[REJECTS]], stats, [digest])
 
     def _walk(self, pbegin, root: str, name: str):
         return (pbegin | f"{name}Root" >> beam.Create([root])

@@ -19,6 +19,15 @@ from tfrecord_pipelines.transforms.core.errors import ConversionError
 from tfrecord_pipelines.transforms.storage import fsutil, layout, untrusted
 
 
+# Runs whose lock this process took and handed to a pipeline it does not run
+# to its end (a Beam user's own pipeline: its publish step releases the lock).
+# Such a lock, still here when this process takes the lock again, was left by
+# a pipeline that failed or never ran (a notebook's earlier cell), not by a
+# run going on elsewhere: it is taken over, and fencing stops that pipeline
+# should it publish after all.
+_HANDED_OFF: set = set()
+
+
 class LockHeld(ConversionError):
     """Another run holds the lock, or it cannot be taken."""
 
@@ -70,6 +79,8 @@ def stale_reason(held: dict, now: datetime.datetime = None) -> str:
         pass
     if held.get("host") != socket.gethostname():
         return ""
+    if held.get("pid") == os.getpid() and held.get("run_id") in _HANDED_OFF:
+        return "a pipeline built earlier by this process took it and did not publish"
     try:
         os.kill(int(held.get("pid", -1)), 0)
     except ProcessLookupError:
@@ -79,11 +90,16 @@ def stale_reason(held: dict, now: datetime.datetime = None) -> str:
     return ""
 
 
-def acquire(folder: str, run_id: str, ttl_hours: float = 48.0, break_lock: bool = False) -> None:
+def acquire(folder: str, run_id: str, ttl_hours: float = 48.0, break_lock: bool = False,
+            handed_off: bool = False) -> None:
+    """Takes the lock for `run_id`; `handed_off`: the run's own pipeline
+    releases it (see _HANDED_OFF)."""
     lock = fsutil.join(folder, layout.LOCK)
     for _ in range(2):
         try:
             fsutil.create_only(lock, _body(run_id, ttl_hours))
+            if handed_off:
+                _HANDED_OFF.add(run_id)
             return
         except fsutil.AlreadyExists:
             held = _held(folder) or {}

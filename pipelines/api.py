@@ -1,0 +1,273 @@
+"""The Python API: `tfrecord_pipelines.convert(...)`, `check`, `verify`,
+`report` and `spec`, the commands as functions that return results and raise
+typed errors instead of printing and exiting.
+
+    import tfrecord_pipelines as tfp
+    result = tfp.convert(input="images", output="out", num_shards=4)
+    result = tfp.convert(label_table=df, output="out", split={"train": 0.8, "validation": 0.2})
+
+The keywords are the command's flags (tfrecord_pipelines/keywords.py reads
+them from pipelines/options.py's declarations, Beam's own options included),
+and a conversion runs the command's own code path (convert.configure, then
+convert.execute under the run's lifecycle). Errors: UsageError (a ValueError)
+for a bad option, before anything runs; ConversionError subclasses for a run
+that failed (TooManyRejects, LockHeld, RunError for a failure not of ours,
+the original as its __cause__). Nothing is printed unless asked: verbose=True
+prints the command's summary; progress=None shows the progress line where a
+person is watching (a terminal or a notebook), True always, False never.
+
+Beam is imported by the first call, not by `import tfrecord_pipelines`.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import logging
+import os
+import sys
+import time
+from typing import Optional
+
+from tfrecord_pipelines.results import CheckResult, ConversionResult, ReportResult, VerifyResult
+from tfrecord_pipelines.transforms.core import errors
+from tfrecord_pipelines.transforms.core.errors import OutputError, RunError, UsageError, VerificationError
+
+def convert(**options) -> ConversionResult:
+    """Converts an image folder tree, a label table (a file, a pandas
+    DataFrame, or an iterable of (path, label) pairs or dicts) or a listing
+    into TFRecord (or ArrayRecord) shards in `output`; returns the result.
+    Takes every option of `tfrecords convert` as a keyword (see
+    tfrecord_pipelines.api.options_help()), Beam's own options too."""
+    verbose = bool(options.pop("verbose", False))
+    started = time.time()
+    outcome, cfg, options_, runner, seconds = _run("convert", options, check_only=False)
+    import tfrecord_pipelines.convert as command
+    out = cfg.output
+    if outcome == "done" and not command.runtime.is_local(options_):
+        outcome = "submitted"
+    elif outcome == "done":
+        outcome = "unchanged" if out.root and not _has_manifest(out.output) else "published"
+    if verbose:
+        with _quiet_logs(False):
+            command.report(options_, cfg, runner, "done" if outcome in ("published", "unchanged") else outcome,
+                           seconds)
+    if outcome == "unchanged":
+        from tfrecord_pipelines.transforms.storage import fsutil
+        _remove_if_empty(out.output)
+        return ConversionResult.read(outcome, fsutil.join(out.root, out.previous_version), out.previous_version,
+                                     seconds=time.time() - started)
+    return ConversionResult.read(outcome, out.output, out.version, seconds=seconds)
+
+
+def check(**options) -> CheckResult:
+    """`tfrecords check`: lists, labels, splits and validates like convert
+    (same keywords), writes report.html, check.json and check-rejects.jsonl
+    into `output`, and no shard. Returns the figures; would_publish says
+    whether a conversion with these options would publish."""
+    verbose = bool(options.pop("verbose", False))
+    outcome, cfg, options_, runner, seconds = _run("check", options, check_only=True)
+    from tfrecord_pipelines import runtime
+    if outcome != "done" or not runtime.is_local(options_):
+        return CheckResult(output=cfg.output.output, seconds=seconds)
+    if verbose:
+        from tfrecord_pipelines.check import print_check_summary
+        print_check_summary(cfg.output.output, seconds)
+    return CheckResult.read(cfg.output.output, seconds)
+
+
+def verify(output, fast: bool = False, decode: bool = False, verbose: bool = False) -> VerifyResult:
+    """`tfrecords verify`: re-reads every shard of `output` against its
+    manifest. Returns the totals; raises VerificationError listing every
+    problem (its `problems`), or OutputError when there is no readable manifest."""
+    from tfrecord_pipelines.verify import verify_output
+    from tfrecord_pipelines.transforms.storage import fsutil
+    out = fsutil.normalize_root(os.fspath(output))
+    _manifest(out)  # an output that is not one: OutputError, as load() and spec() say it
+    report = verify_output(out, deep=not fast, log=print if verbose else None, decode=decode)
+    if not report.ok:
+        raise VerificationError(f"{len(report.errors)} problem(s) in {out}: {report.errors[0]}"
+                                + (" (and more: see .problems)" if len(report.errors) > 1 else ""), report.errors)
+    return VerifyResult(output=out, shards=report.shards, records=report.records, bytes=report.bytes)
+
+
+def report(output, to: str = "", deadline: Optional[float] = None) -> ReportResult:
+    """`tfrecords report`: (re)builds `output`'s report.html (or writes it to
+    `to`); returns where it went."""
+    from tfrecord_pipelines.transforms.storage import fsutil, report_data
+    out = fsutil.normalize_root(os.fspath(output))
+    m = _manifest(out)
+    deadline = report_data.DEADLINE_SECONDS if deadline is None else deadline
+    if not deadline > 0:
+        raise UsageError(f"deadline {deadline} must be positive (seconds)")
+    target = fsutil.normalize_root(os.fspath(to)) if to else fsutil.join(out, report_data.REPORT)
+    started = time.monotonic()
+    try:
+        page = report_data.build(out, m, deadline).encode("utf-8")
+        fsutil.write_bytes(target, page)
+    except Exception as e:
+        raise RunError(f"the report of {out} could not be built or written: {type(e).__name__}: {e}") from e
+    return ReportResult(path=target, bytes=len(page), seconds=time.monotonic() - started)
+
+
+def spec(output) -> str:
+    """`tfrecords spec`: Python source that reads `output` (tf.data, TFDS,
+    PyTorch, DALI or Grain, as the output allows), from its manifest."""
+    from tfrecord_pipelines.spec import _has_tfds_metadata, reading_code
+    from tfrecord_pipelines.transforms.storage import fsutil
+    out = fsutil.normalize_root(os.fspath(output))
+    if fsutil.is_local(out):
+        out = os.path.abspath(out)
+    return reading_code(out, _manifest(out), _has_tfds_metadata(_manifest(out)))
+
+
+def options_help() -> str:
+    """Every keyword of convert() and check(), with its help and default."""
+    from tfrecord_pipelines.keywords import help_text
+    return help_text()
+
+
+# ---- the shared path --------------------------------------------------------------------------------------------------
+
+
+def _run(func: str, options: dict, check_only: bool):
+    """Configures and executes the command's code path: (outcome, config,
+    PipelineOptions, runner, seconds); typed errors."""
+    from tfrecord_pipelines import rows as python_rows
+    from tfrecord_pipelines.keywords import to_argv
+    debug = bool(options.get("debug"))
+    progress = options.pop("progress", None)
+    table = options.get("label_table")
+    given_rows = python_rows.is_rows(table)
+    flags = {k: v for k, v in options.items() if not (given_rows and k in ("label_table", "image_root"))}
+    argv = to_argv(func, flags) + [f"--progress={_progress(progress)}"]
+    with _quiet_logs(debug), _rows_table(table if given_rows else None, options, argv, func) as argv:
+        return _configured_run(argv, check_only, debug, python_rows.describe(table) if given_rows else "")
+
+
+def _configured_run(argv: list, check_only: bool, debug: bool, source: str):
+    import tfrecord_pipelines.convert as command
+    from tfrecord_pipelines.options import check_flags
+    _stop_workers_at_exit()
+    try:
+        check_flags(argv)
+        options, cfg, runner = command.configure(argv, check_only)
+    except UsageError as e:
+        raise _named(e, argv, source) from None
+    except Exception as e:  # e.g. an input we may not read
+        if debug:
+            raise
+        raise RunError(command.lifecycle.describe_failure(e, "")) from e
+    if source:
+        cfg = dataclasses.replace(cfg, inputs=dataclasses.replace(cfg.inputs, source=source))
+    try:
+        outcome, seconds, _ = command.execute(options, cfg, runner, debug)
+    except (UsageError, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        own = errors.own_error(e)
+        if own is e or debug:
+            raise
+        if own is not None:  # ours, noted by a worker process or raised as the cause
+            raise own from None
+        raise RunError(command.lifecycle.describe_failure(e, cfg.output.output, cfg.output.run_id)) from e
+    return outcome, cfg, options, runner, seconds
+
+
+@contextlib.contextmanager
+def _rows_table(table, options: dict, argv: list, func: str):
+    """The argv for rows given from Python: they are written as a table first
+    (tfrecord_pipelines/rows.py), removed when the run ends."""
+    if table is None:
+        yield argv
+        return
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from tfrecord_pipelines import rows as python_rows
+    scratch = python_rows.scratch_folder(PipelineOptions(argv))
+    with python_rows.as_table(table, options.get("image_root") or "", options.get("path_column") or "",
+                              scratch, bool(options.get("allow_empty"))) as (path, root):
+        yield argv + [f"--label_table={path}", f"--image_root={root}"]
+
+
+def _named(e: UsageError, argv: list, source: str) -> UsageError:
+    """A usage error that names the scratch table of rows from Python names
+    the rows instead."""
+    if not source:
+        return e
+    table = next((a.split("=", 1)[1] for a in argv if a.startswith("--label_table=")), "")
+    text = str(e).replace(f"--label_table {table!r}", f"label_table {source}").replace(table, source)
+    return type(e)(text) if text != str(e) else e
+
+
+def _progress(setting) -> str:
+    """The --progress value for progress=None|True|False (or the flag's own
+    words): None means on where a person is watching, a terminal or a
+    notebook, and off otherwise (a script's log stays clean)."""
+    if setting is None:
+        return "on" if _watched() else "off"
+    if isinstance(setting, bool):
+        return "on" if setting else "off"
+    return str(setting)
+
+
+def _watched() -> bool:
+    try:
+        if sys.stderr.isatty():
+            return True
+    except (AttributeError, ValueError):
+        pass
+    shell = sys.modules.get("IPython")
+    ip = getattr(shell, "get_ipython", lambda: None)() if shell else None
+    return ip is not None and "ipykernel" in sys.modules
+
+
+@contextlib.contextmanager
+def _quiet_logs(debug: bool):
+    """The command's quiet Beam logs for the call, then the caller's levels back."""
+    from tfrecord_pipelines import runtime
+    names = ["apache_beam", "apache_beam.runners.portability.local_job_service",
+             "apache_beam.options.pipeline_options", "apache_beam.runners.portability.fn_api_runner.fn_runner"]
+    levels = {n: logging.getLogger(n).level for n in names}
+    runtime.quiet_beam_logs(debug)
+    try:
+        yield
+    finally:
+        for n, level in levels.items():
+            logging.getLogger(n).setLevel(level)
+
+
+_stopping_registered = False
+
+
+def _stop_workers_at_exit() -> None:
+    """The workers' zygote stays up between calls (a notebook converts
+    again without its start-up) and goes with the process."""
+    global _stopping_registered
+    if not _stopping_registered:
+        from tfrecord_pipelines import runtime
+        atexit.register(runtime.stop)
+        _stopping_registered = True
+
+
+def _manifest(out: str) -> dict:
+    from tfrecord_pipelines.transforms.storage import layout
+    try:
+        return layout.read_manifest(out)
+    except FileNotFoundError:
+        from tfrecord_pipelines.verify import _no_manifest
+        raise OutputError(_no_manifest(out)) from None
+    except Exception as e:  # malformed, unreadable
+        raise OutputError(f"{layout.MANIFEST} of {out} cannot be read: {e}") from None
+
+
+def _has_manifest(out: str) -> bool:
+    from tfrecord_pipelines.transforms.storage import fsutil, layout
+    return fsutil.exists(fsutil.join(out, layout.MANIFEST))
+
+
+def _remove_if_empty(folder: str) -> None:
+    """An unchanged --versioned run leaves no empty version folder (as the command)."""
+    from tfrecord_pipelines.transforms.storage import fsutil
+    if fsutil.is_local(folder) and os.path.isdir(folder) and not os.listdir(folder):
+        os.rmdir(folder)
