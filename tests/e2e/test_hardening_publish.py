@@ -296,13 +296,13 @@ def test_tfds_never_reads_class_names_shifted(tmp_path, capsys, odd):
     assert repr(odd) in m["tfds"]["class_names_why_not"]
     assert not [n for n in os.listdir(out) if n.endswith(".labels.txt")]
     ids = m["label_map"]["classes"]
-    feature = tfds.builder_from_directory(out).info.features["image"]["class"]["label"]
+    feature = tfds.builder_from_directory(out).info.features["image/class/label"]
     assert not isinstance(feature, tfds.features.ClassLabel)
     seen = {}
     for ex in tfds.builder_from_directory(out).as_dataset(split="train"):
-        rel = ex["image"]["filename"].numpy().decode()
-        seen[rel] = int(ex["image"]["class"]["label"])
-        assert ex["image"]["class"]["text"].numpy().decode() == labels[rel]
+        rel = ex["image/filename"].numpy().decode()
+        seen[rel] = int(ex["image/class/label"])
+        assert ex["image/class/text"].numpy().decode() == labels[rel]
     assert seen == {rel: ids[name] for rel, name in labels.items()}
 
 
@@ -312,7 +312,7 @@ def test_tfds_class_names_that_fit_its_labels_file_are_written(tmp_path):
     make_tree(images, classes=("a b", "caf\u00e9", "x.y"), per_class=1)
     assert convert("--input", images, "--output", out) == 0
     assert "class_names_why_not" not in manifest(out)["tfds"]
-    names = tfds.builder_from_directory(out).info.features["image"]["class"]["label"].names
+    names = tfds.builder_from_directory(out).info.features["image/class/label"].names
     assert names == ["a b", "caf\u00e9", "x.y"]
 
 

@@ -155,7 +155,7 @@ def _check_names_and_kinds(m: dict) -> None:
           f"compression {m['compression'][:40]!r} is not one of {[c.value for c in Compression]}")
     _need(m["tf_compression_type"] in ("", "GZIP", "ZLIB"),
           f"tf_compression_type {m['tf_compression_type'][:40]!r} is not '', 'GZIP' or 'ZLIB'")
-    _need(m.get("output_format", OutputFormat.TFRECORD.value) in {f.value for f in OutputFormat},
+    _need(m.get("output_format", OutputFormat.TFRECORD.value) in [f.value for f in OutputFormat],
           f"output_format {str(m.get('output_format'))[:40]!r} is not one of {[f.value for f in OutputFormat]}")
     roles = m.get("feature_roles", {})
     _need(all(v in m["features"] for v in roles.values()), "'feature_roles' names a feature not in 'features'")
