@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import os
 
-from tfrecord_pipelines import local_worker
+from tfrecord_pipelines import lean_beam, local_worker, small_run
 from tfrecord_pipelines.stderr import workers_stderr_to_log
 
 LOCAL_NAMES = {"", "directrunner", "direct", "fnapirunner", "switchingdirectrunner"}
@@ -33,14 +33,21 @@ class RunnerError(ValueError):
 
 
 def prestart(argv: list) -> None:
-    """Starts the workers' zygote, when the arguments say the run will be
-    local and multi-process, so that it imports while we import Beam."""
-    with workers_stderr_to_log("--debug" not in argv):
-        local_worker.prestart(argv)
+    """The command line's start (a fresh process): starts the workers'
+    zygote, when the arguments say the run will be local and multi-process,
+    so that it imports while we import Beam, then imports Beam (lean for a
+    local run on local files: pipelines/lean_beam.py)."""
+    lean_beam.workers_lean(argv)
+    if not small_run.in_process(argv):
+        with workers_stderr_to_log("--debug" not in argv):
+            local_worker.prestart(argv)
+    lean_beam.import_beam(argv)
 
 
 def stop() -> None:
     local_worker.stop_zygote()
+    os.environ.pop(lean_beam.WORKERS_ENV, None)
+    small_run.forget()
 
 
 def is_local(options) -> bool:
@@ -64,6 +71,8 @@ def choose_runner(options, argv: list, quiet: bool = True):
                           "runs; use multi_processing (the default) or in_memory")
     workers = direct.direct_num_workers if _given(argv, "direct_num_workers") else 0
     workers = workers or os.cpu_count() or 1  # 0 means all cores, as in Beam
+    if small_run.in_process(argv):  # a small input: workers would cost more than they save
+        workers = 1
     if not _given(argv, "direct_running_mode"):
         direct.direct_running_mode = "multi_processing" if workers > 1 else "in_memory"
     if direct.direct_running_mode == "multi_processing" and workers == 1:
@@ -73,6 +82,7 @@ def choose_runner(options, argv: list, quiet: bool = True):
     direct.direct_num_workers = workers
     std.runner = None
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    lean_beam.workers_lean(argv)  # the workers started from here on import Beam as this run needs
     if direct.direct_running_mode == "multi_processing" and local_worker.available():
         from apache_beam.transforms import environments
         with workers_stderr_to_log(quiet):  # the zygote starts here unless started already
