@@ -39,8 +39,6 @@ setup(
         "array-record>=0.8.6,<0.9; python_version >= '3.11'",
         # The perceptual hash's DCT and bit counts (transforms/core/quality.py); pinned in constraints.txt.
         "numpy>=2.0,<3",
-        # The charts of report.html (Agg backend, no display needed).
-        "matplotlib>=3.10,<4",
     ],
     extras_require={
         # The readers the tests load outputs with: TFDS (builder_from_directory) and
