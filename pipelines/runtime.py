@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 from tfrecord_pipelines import lean_beam, local_worker, small_run
 from tfrecord_pipelines.stderr import workers_stderr_to_log
 
 LOCAL_NAMES = {"", "directrunner", "direct", "fnapirunner", "switchingdirectrunner"}
+IN_PROCESS_THREADS = 8  # at most, for an in-process run's reads, checks and hashes
 
 
 class RunnerError(ValueError):
@@ -45,6 +47,8 @@ def prestart(argv: list) -> None:
 
 
 def stop() -> None:
+    if "tfrecord_pipelines.transforms.storage.reads" in sys.modules:
+        sys.modules["tfrecord_pipelines.transforms.storage.reads"].set_local_in_flight(1)
     local_worker.stop_zygote()
     os.environ.pop(lean_beam.WORKERS_ENV, None)
     small_run.forget()
@@ -81,6 +85,10 @@ def choose_runner(options, argv: list, quiet: bool = True):
         workers = 1  # in_memory runs one bundle at a time; more "workers" would be threads
     direct.direct_num_workers = workers
     std.runner = None
+    from tfrecord_pipelines.transforms.storage import reads
+    # One process doing all the work reads, checks and hashes ahead on the other cores; with a
+    # worker per core, a thread each is enough.
+    reads.set_local_in_flight(min(os.cpu_count() or 1, IN_PROCESS_THREADS) if workers == 1 else 1)
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
     lean_beam.workers_lean(argv)  # the workers started from here on import Beam as this run needs
     if direct.direct_running_mode == "multi_processing" and local_worker.available():

@@ -16,9 +16,7 @@ of files in the --input tree, counted by a walk that stops past the limit,
 or the number of lines of an uncompressed local --label_table. A remote
 input, or one that cannot be counted cheaply, keeps the workers.
 
-The limits are where the in-process run stops being faster, from the
-per-image CPU cost of each mode (bench/fixed_cost.py measures both sides):
-see LIMITS.
+The limit is where the in-process run stops being faster: see MAX_IMAGES.
 """
 from __future__ import annotations
 
@@ -26,13 +24,15 @@ import functools
 import os
 from typing import Optional
 
-# Images up to which a local run stays in this process, by what each image
-# costs. Measured (bench/fixed_cost.py, README "Small runs"): the workers'
-# fixed cost is ~1 s of wall on 2 cores; they save about half of the
-# per-image time, ~80 us an image in header mode, ~500 us with full
-# validation and much more when resizing. Below these counts the in-process
-# run finishes first.
-LIMITS = {"header": 5000, "full": 1000, "resize": 200}
+# Images up to which a local run stays in this process. In-process, the
+# per-image work (read, checks, decode, hash, write) runs on every core
+# anyway (read-ahead and write-behind threads: transforms/storage/reads.py,
+# write_behind.py), so workers only add their fixed cost (~0.5-1 s of wall
+# on 2 cores: the zygote, a round trip per stage) until the stages that stay
+# on one thread in-process (listing, labels, splits, the shuffle's sort, the
+# quality checks: ~40 us an image) outweigh it: tens of thousands of images.
+# bench/fixed_cost.py --images N --variants in_process,workers measures both sides.
+MAX_IMAGES = 20_000
 _GIVEN = ("--direct_num_workers", "--direct_running_mode")
 OFF_ENV = "TFRECORDS_SMALL_RUNS"
 
@@ -52,10 +52,7 @@ def _given(argv: list, flag: str) -> bool:
 
 def limit_for(argv: list) -> int:
     """The in-process limit for the run these arguments describe."""
-    if any(_given(argv, f) for f in ("--resize_longest_side", "--resize_shorter_side")) \
-            or (_value(argv, "--reencode") or "off").lower() != "off":
-        return LIMITS["resize"]
-    return LIMITS["header"] if (_value(argv, "--validate") or "full").lower() == "header" else LIMITS["full"]
+    return MAX_IMAGES
 
 
 def count_files(root: str, limit: int) -> int:

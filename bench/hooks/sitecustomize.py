@@ -102,8 +102,24 @@ if _FOLDER:
             btime = next(int(line.split()[1]) for line in f if line.startswith("btime"))
         return btime + start
 
+    def _threads() -> dict:
+        """CPU seconds of each thread of this process ({name: seconds}, summed by name)."""
+        import threading
+        names = {t.native_id: t.name for t in threading.enumerate()}
+        out: dict = {}
+        try:
+            for tid in os.listdir("/proc/self/task"):
+                with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                    rest = f.read().rsplit(b")", 1)[1].split()
+                name = "main" if int(tid) == os.getpid() else names.get(int(tid), "other")
+                name = name.split("_")[0] if name.startswith(("tfrecords-read", "thumbnail")) else name
+                out[name] = round(out.get(name, 0.0) + (int(rest[11]) + int(rest[12])) / _CLK, 3)
+        except OSError:
+            pass
+        return out
+
     def _exit_event() -> None:
-        event("exit", modules=[m for m in HEAVY if m in sys.modules])
+        event("exit", modules=[m for m in HEAVY if m in sys.modules], threads=_threads())
 
     def _after_fork() -> None:
         _state["forked"] = True

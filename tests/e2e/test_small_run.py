@@ -79,11 +79,14 @@ def test_what_decides_in_process(small, tmp_path, monkeypatch):
     n = 18
     assert small_run.count_files(small, 1000) == n
     assert small_run.count_files(small, 5) == 6  # stops past the limit
-    monkeypatch.setattr(small_run, "LIMITS", {"header": n, "full": n - 1, "resize": 0})
+    monkeypatch.setattr(small_run, "MAX_IMAGES", n)
     small_run.forget()
     assert small_run.in_process(base + ["--validate", "header"])
-    assert not small_run.in_process(base)                                      # full validation: above its limit
-    assert not small_run.in_process(base + ["--validate", "header", "--resize_longest_side", "64"])
+    monkeypatch.setattr(small_run, "MAX_IMAGES", n - 1)
+    small_run.forget()
+    assert not small_run.in_process(base + ["--validate", "header"])           # one file too many
+    monkeypatch.setattr(small_run, "MAX_IMAGES", n)
+    small_run.forget()
     assert not small_run.in_process(base + ["--validate", "header", "--direct_num_workers", "2"])  # the user's
     assert not small_run.in_process(base + ["--validate=header", "--direct_running_mode=multi_processing"])
     assert not small_run.in_process(["--input", "gs://bucket/images", "--validate", "header"])  # not counted
