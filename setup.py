@@ -47,6 +47,9 @@ setup(
                  "tensorflow-datasets>=4.9.10,<4.10", "tfrecord>=1.14.6,<2",
                  # Grain reads the ArrayRecord shards (random access by index)
                  "grain>=0.2.18,<0.3; python_version >= '3.11'"],
+        # bench/peers.py's peers, in a virtualenv of their own (never installed by CI or `make`):
+        # Ray Data (read_binary_files + write_tfrecords) and litData's optimize().
+        "peers": ["ray[data]==2.60.0", "litdata==0.2.76"],
     },
     entry_points={"console_scripts": ["tfrecords=tfrecord_pipelines.cli:main"]},
 )
