@@ -49,7 +49,7 @@ setup(
                  "grain>=0.2.18,<0.3; python_version >= '3.11'"],
         # bench/peers.py's peers, in a virtualenv of their own (never installed by CI or `make`):
         # Ray Data (read_binary_files + write_tfrecords) and litData's optimize().
-        "peers": ["ray[data]==2.60.0", "litdata==0.2.76"],
+        "peers": ["ray[data]==2.60.0", "crc32c==2.9.post0", "litdata==0.2.76"],
     },
     entry_points={"console_scripts": ["tfrecords=tfrecord_pipelines.cli:main"]},
 )
