@@ -2,9 +2,10 @@
 
 `import apache_beam` imports every connector it ships: pandas and pyarrow (for
 its DataFrame type hints), pymongo, the BigQuery, Pub/Sub and Dataflow
-clients, Google Cloud Storage, S3, Azure and HDFS filesystems, apitools. In
-one process that is ~1.2 s of CPU and ~110 MB (measured: 1.22-1.36 s and
-203 MB against 0.52-0.53 s and 93 MB without them). Beam imports each of these
+clients, Google Cloud Storage, S3, Azure and HDFS filesystems, apitools:
+measured, `import apache_beam` took 1.22-1.36 s of CPU and 203 MB with them,
+0.52-0.53 s and 93 MB without them, in every process that imports Beam (the
+command, the workers' zygote, Beam's own workers). Beam imports each of these
 inside a `try: ... except ImportError`, as optional: so for a run that is
 local (the FnApiRunner) and names no remote path, they are made to fail to
 import while Beam is imported, then made importable again (anything that asks
