@@ -12,9 +12,9 @@ from the character count at an average glyph width, generously.
 """
 from __future__ import annotations
 
+import html
 import math
 from typing import Callable, Sequence
-from xml.sax.saxutils import escape
 
 FONT = 12.0                   # px; ticks and legends use SMALL
 SMALL = 10.0
@@ -34,7 +34,12 @@ def _n(v: float) -> str:
 
 
 def _attr(v) -> str:
-    return escape(str(v), {'"': "&quot;"})
+    return html.escape(str(v), quote=True)
+
+
+def escape(text: str) -> str:
+    """Text content for XML (the html module is imported anyway; xml.sax is not)."""
+    return html.escape(text, quote=False)
 
 
 def nice_ticks(top: float, most: int = 6, integer: bool = True) -> list:
