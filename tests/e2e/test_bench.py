@@ -141,6 +141,7 @@ def test_fixed_cost_breaks_a_run_down_by_process_and_phase(tmp_path):
     runs = {r["variant"]: r for r in doc["runs"]}
     assert set(runs) == {"default", "workers"}
     for variant, r in runs.items():
+        assert r["returncode"] == 0 and r.get("analysis"), (variant, r.get("stderr_tail"), p.stderr[-2000:])
         a = r["analysis"]
         phases = list(a["phases"])
         assert phases[:3] == ["python start", "imports (Beam, the converter; the zygote starts)",
@@ -149,6 +150,6 @@ def test_fixed_cost_breaks_a_run_down_by_process_and_phase(tmp_path):
         assert all(v["wall"] >= 0 and v["cpu_tree"] >= 0 for v in a["phases"].values())
         assert {"ListInputs", "PlanShards"} <= {s for k in a["stages"] for s in k.split("+")}, a["stages"]
         roles = {proc["role"] for proc in a["processes"]}
-        assert (roles == {"main"}) if variant == "default" else ({"main", "zygote", "worker"} <= roles), roles
+        assert (roles == {"main"}) if variant == "default" else ({"main", "zygote", "worker"} <= roles), a["processes"]
         assert not any("tensorflow" in (proc["modules"] or []) for proc in a["processes"])
     assert "the main process's phases" in p.stdout and "processes, by role" in p.stdout
