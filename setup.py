@@ -39,8 +39,6 @@ setup(
         "array-record>=0.8.6,<0.9; python_version >= '3.11'",
         # The perceptual hash's DCT and bit counts (transforms/core/quality.py); pinned in constraints.txt.
         "numpy>=2.0,<3",
-        # The charts of report.html (Agg backend, no display needed).
-        "matplotlib>=3.10,<4",
         # The progress bar of a local run (a terminal or a notebook: tqdm.auto); pinned in constraints.txt.
         "tqdm>=4.66,<5",
         # Rows from a DataFrame (tfrecord_pipelines.convert(label_table=df)); tfx-bsl needs pandas anyway.
@@ -56,7 +54,12 @@ setup(
                  # Grain reads the ArrayRecord shards (random access by index)
                  "grain>=0.2.18,<0.3; python_version >= '3.11'",
                  # examples/quickstart.ipynb, run headless by tests/e2e/test_notebook.py
-                 "nbclient>=0.11,<0.12", "nbformat>=5.10,<6", "ipykernel>=7,<8"],
+                 "nbclient>=0.11,<0.12", "nbformat>=5.10,<6", "ipykernel>=7,<8", "matplotlib>=3.10,<4"],
+        # What examples/quickstart.ipynb needs beyond the package: its grid of images (matplotlib).
+        "notebook": ["matplotlib>=3.10,<4"],
+        # bench/peers.py's peers, in a virtualenv of their own (never installed by CI or `make`):
+        # Ray Data (read_binary_files + write_tfrecords) and litData's optimize().
+        "peers": ["ray[data]==2.60.0", "crc32c==2.9.post0", "litdata==0.2.76"],
     },
     entry_points={"console_scripts": ["tfrecords=tfrecord_pipelines.cli:main"]},
 )

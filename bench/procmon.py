@@ -106,8 +106,10 @@ def _system_ticks() -> tuple[int, int]:
 class TreeSampler(threading.Thread):
     """Samples the tree under `ancestor` (this process) every `interval` s."""
 
-    def __init__(self, ancestor: int, interval: float = 0.025):
+    def __init__(self, ancestor: int, interval: float = 0.025, rss_limit: float = 0.0):
         super().__init__(daemon=True)
+        self.rss_limit = rss_limit  # bytes; over it, the tree is killed (0: no limit)
+        self.stopped = ""
         self.ancestor = ancestor
         self.interval = interval
         self.stop_event = threading.Event()
@@ -148,6 +150,13 @@ class TreeSampler(threading.Thread):
                                        for p in tree]
         if len(tree) > self.peak_procs:
             self.peak_procs = len(tree)
+        if self.rss_limit and rss > self.rss_limit and not self.stopped:
+            self.stopped = f"stopped: the process tree held {rss / 1e6:,.0f} MB (limit {self.rss_limit / 1e6:,.0f} MB)"
+            for pid in tree:
+                try:
+                    os.kill(pid, 9)
+                except OSError:
+                    pass
 
     def run(self) -> None:
         next_t = time.perf_counter()
@@ -249,7 +258,8 @@ def _reap_orphans(wait_s: float) -> int:
 
 
 def run_measured(cmd: list, cwd: str = None, env: dict = None, interval: float = 0.025,
-                 timeout: float = 3600.0, stdout_path: str = None, stderr_path: str = None) -> dict:
+                 timeout: float = 3600.0, stdout_path: str = None, stderr_path: str = None,
+                 rss_limit_mb: float = 0.0) -> dict:
     """Runs cmd, returns the measurements (see the module doc)."""
     become_subreaper()
     me = os.getpid()
@@ -257,7 +267,7 @@ def run_measured(cmd: list, cwd: str = None, env: dict = None, interval: float =
     self0 = resource.getrusage(resource.RUSAGE_SELF)
     out_f = open(stdout_path, "wb") if stdout_path else subprocess.DEVNULL
     err_f = open(stderr_path, "wb") if stderr_path else subprocess.DEVNULL
-    sampler = TreeSampler(me, interval)
+    sampler = TreeSampler(me, interval, rss_limit_mb * 1e6)
     try:
         sys0, _ = _system_ticks()
         t0 = time.perf_counter()
@@ -297,6 +307,8 @@ def run_measured(cmd: list, cwd: str = None, env: dict = None, interval: float =
         "samples": len(sampler.samples),
         "monitor_cpu_s": round((self1.ru_utime - self0.ru_utime) + (self1.ru_stime - self0.ru_stime), 3),
     }
+    if sampler.stopped:
+        result["stopped"] = sampler.stopped
     monitor = result["monitor_cpu_s"]
     # CPU time the machine spent on anything else during the run (other programs, kernel
     # writeback threads): all CPUs' busy time from /proc/stat minus the tree and this monitor.

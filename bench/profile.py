@@ -102,6 +102,7 @@ def import_costs() -> dict:
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
     out = {}
     for name, stmt in [("python", "pass"), ("apache_beam", "import apache_beam"),
+                       ("apache_beam, lean", "from tfrecord_pipelines import lean_beam; lean_beam.import_lean()"),
                        ("tfrecord_pipelines.convert", "import tfrecord_pipelines.convert"),
                        ("tensorflow", "import tensorflow")]:
         runs = [procmon.run_measured([sys.executable, "-c", stmt], cwd=ROOT, env=env) for _ in range(3)]

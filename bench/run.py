@@ -1,6 +1,6 @@
 """The benchmark: our converter against the baselines, on generated ImageNet-like data.
 
-    python -m bench.run                       # sizes 2500,10000, 3 repeats, default variants (~15 min)
+    python -m bench.run                       # sizes 100,2500,10000, 5 repeats, default variants (~25 min)
     python -m bench.run --sizes 2500,10000 --repeats 3 --variants default,naive_beam_mp
 
 For each size it builds (or reuses, from --data-dir) an image tree with the
@@ -14,7 +14,7 @@ peak summed RSS of the tree, busy cores in the middle 80% of the run.
 Reported per variant and size: the median wall over the repeats, images/s and
 MB/s from it (source image bytes / wall), median CPU seconds, median peak
 tree RSS, median busy cores; per variant, the marginal throughput between the
-smallest and the largest size, (N2 - N1) / (wall(N2) - wall(N1)), which leaves
+two largest sizes, (N2 - N1) / (wall(N2) - wall(N1)), which leaves
 start-up cost out, and the start-up estimate wall(N1) - N1 / marginal. Then
 the issue's targets as ratios within this one run. Everything, every raw run
 included, goes to a JSON file (default bench/results/bench-<date>.json).
@@ -195,7 +195,9 @@ def summarize(runs: list, variants: list, sizes: list, datasets: dict) -> dict:
                 "discarded_runs": sum(1 for r in runs if r["variant"] == v and r["images"] == n
                                       and r.get("discarded")),
             }
-    n1, n2 = min(sizes), max(sizes)
+    # The marginal rate is taken between the two largest sizes (start-up cancels; the smallest,
+    # e.g. 100 images, is there for the fixed cost).
+    n1, n2 = (sorted(sizes)[-2], max(sizes)) if len(sizes) > 1 else (min(sizes), max(sizes))
     marginal = {}
     if n2 > n1:
         b1, b2 = datasets[n1]["bytes"], datasets[n2]["bytes"]
@@ -214,7 +216,7 @@ def summarize(runs: list, variants: list, sizes: list, datasets: dict) -> dict:
                 "startup_cpu_s": round(a["cpu_s_median"] - n1 * dc / (n2 - n1), 2),
                 "peak_rss_growth": round(b["peak_rss_mb_median"] / a["peak_rss_mb_median"] - 1, 3),
             }
-    return {"table": table, "marginal": marginal, "n1": n1, "n2": n2}
+    return {"table": table, "marginal": marginal, "n1": n1, "n2": n2, "sizes": sorted(sizes)}
 
 
 def targets(summary: dict) -> list:
@@ -232,18 +234,34 @@ def targets(summary: dict) -> list:
         return round(a / b, 3) if a is not None and b else None
 
     def add(name, value, op, goal, what, primary=True):
-        ok = None if value is None else (value >= goal if op == ">=" else value < goal)
+        ok = None if value is None else (value >= goal if op == ">=" else value <= goal if op == "<=" else value < goal)
         out.append({"target": name, "value": value, "goal": f"{op} {goal}", "pass": ok,
                     "what": what, "primary": primary})
 
+    # Issue 26: a small run; 2,500 images no slower than the tutorial loop, 10,000 in at most 0.6x its
+    # wall (header mode, as the loop decodes nothing; full mode beside it); the per-image rates.
+    small = min(summary.get("sizes", [n1]))
+    for v, primary in (("ours_full", True), ("ours_header", False)):
+        add(f"{v}_wall_s_at_{small}", get(v, small, "wall_s_median"), "<=", 1.5,
+            f"{v} wall at {small} images, s (issue 26: 100 images in <= 1.5 s)", primary and small == 100)
+        add(f"{v}_cpu_s_at_{small}", get(v, small, "cpu_s_median"), "<=", 2.0,
+            f"{v} CPU seconds of the process tree at {small} images (issue 26: <= 2 s)", primary and small == 100)
+    for n in summary.get("sizes", [n1, n2]):
+        if n == small and n < 1000:
+            continue
+        goal = 0.6 if n >= 10000 else 1.0
+        for v, primary in (("ours_header", n in (2500, 10000)), ("ours_full", False)):
+            add(f"{v}_wall_vs_tutorial_at_{n}", ratio(get(v, n, "wall_s_median"), get("tutorial", n, "wall_s_median")),
+                "<=", goal, f"{v} wall / tutorial wall at {n} images", primary)
     add("header_marginal_vs_plain", ratio(mget("ours_header", "images_per_s"), mget("plain", "images_per_s")),
-        ">=", 0.60, f"ours_header marginal images/s / plain marginal images/s ({n1}->{n2})")
+        ">=", 0.85, f"ours_header marginal images/s / plain marginal images/s ({n1}->{n2})")
     add("header_marginal_vs_plain_all_cores", ratio(mget("ours_header", "images_per_s"),
                                                     mget("plain_all_cores", "images_per_s")),
-        ">=", 0.60, "ours_header marginal images/s / plain_all_cores marginal images/s (informational)",
+        ">=", 0.85, "ours_header marginal images/s / plain_all_cores marginal images/s (informational)",
         primary=False)
     add("tutorial_wall_vs_header", ratio(get("tutorial", n2, "wall_s_median"), get("ours_header", n2, "wall_s_median")),
-        ">=", 1.0, f"tutorial wall / ours_header wall at {n2} images (>= 1: ours no slower)")
+        ">=", 1.0, f"tutorial wall / ours_header wall at {n2} images (>= 1: ours no slower; informational)",
+        primary=False)
     add("tutorial_wall_vs_full", ratio(get("tutorial", n2, "wall_s_median"), get("ours_full", n2, "wall_s_median")),
         ">=", 1.0, f"tutorial wall / ours_full wall at {n2} images (informational)", primary=False)
     add("naive_beam_wall_vs_header", ratio(get("naive_beam", n2, "wall_s_median"),
@@ -254,10 +272,11 @@ def targets(summary: dict) -> list:
         ">=", 5.0, f"naive_beam wall / ours_full wall at {n2} images (informational)", primary=False)
     add("full_marginal_vs_validate_all_cores", ratio(mget("ours_full", "images_per_s"),
                                                      mget("validate_all_cores", "images_per_s")),
-        ">=", 0.85, "ours_full marginal images/s / validate_all_cores marginal images/s (same draft decode)")
+        ">=", 0.90, "ours_full marginal images/s / validate_all_cores marginal images/s (its own decode, all cores)")
     add("full_marginal_vs_decode_all_cores", ratio(mget("ours_full", "images_per_s"),
                                                    mget("decode_all_cores", "images_per_s")),
-        ">=", 0.85, "ours_full marginal images/s / decode_all_cores marginal images/s (full Pillow decode)")
+        ">=", 0.90, "ours_full marginal images/s / decode_all_cores marginal images/s (a full Pillow decode; "
+        "informational)", primary=False)
     add("full_whole_vs_validate_all_cores", ratio(get("ours_full", n2, "images_per_s"),
                                                   get("validate_all_cores", n2, "images_per_s")),
         ">=", 0.85, f"ours_full images/s / validate_all_cores images/s, whole process at {n2} (start-up included)",
@@ -401,9 +420,10 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="variants:\n" + "\n".join(f"  {k:<19} {v}" for k, v in DESCRIPTIONS.items())
                                  + f"\n\ndefault: {','.join(DEFAULT_VARIANTS)}; opt-in: {','.join(OPT_IN_VARIANTS)}")
-    ap.add_argument("--sizes", default="2500,10000",
-                    help="dataset sizes in images, comma-separated (default 2500,10000)")
-    ap.add_argument("--repeats", type=int, default=3, help="runs of each variant and size; the median is reported")
+    ap.add_argument("--sizes", default="100,2500,10000",
+                    help="dataset sizes in images, comma-separated (default 100,2500,10000); the marginal rate is "
+                         "taken between the two largest")
+    ap.add_argument("--repeats", type=int, default=5, help="runs of each variant and size; the median is reported")
     ap.add_argument("--variants", default="default",
                     help="comma-separated: names, 'default', 'all', '-name' to drop one (default: default)")
     ap.add_argument("--data-dir", default=os.path.join(BENCH, "data"), help="generated datasets, reused (bench/data)")

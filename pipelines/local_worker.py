@@ -133,6 +133,8 @@ def run_worker() -> None:
     shutdown (the runner has everything it needs once the worker returns)."""
     code = 0
     try:
+        from tfrecord_pipelines import lean_beam
+        lean_beam.worker_import()
         from apache_beam.runners.worker import sdk_worker_main
         sdk_worker_main.main(sys.argv)
     except SystemExit as e:
@@ -187,6 +189,8 @@ def preload() -> None:
     import importlib
     import pkgutil
 
+    from tfrecord_pipelines import lean_beam
+    lean_beam.worker_import()
     import apache_beam.runners.worker.sdk_worker_main  # noqa: F401
     import tfrecord_pipelines.transforms.stages
     for m in pkgutil.iter_modules(tfrecord_pipelines.transforms.stages.__path__):  # every stage, and the library under them

@@ -113,7 +113,8 @@ def add_convert_args(parser) -> None:
                    help="Other formats (gif, webp, bmp, tiff, avif, or jpeg/png not in --output_formats): off "
                         "rejects them as unsupported_format; jpeg/png re-encodes them (first frame, EXIF "
                         "orientation applied, 16-bit scaled, alpha composited on white for jpeg)")
-    g.add_argument("--jpeg_quality", type=int, default=95, help="Quality of re-encoded JPEGs")
+    g.add_argument("--jpeg_quality", type=int, default=90,
+                   help="Quality of re-encoded (resized) JPEGs, 1-100 (default 90: README, resizing)")
     g.add_argument("--exif_orientation", type=str.lower, default="keep", choices=["keep", "apply"],
                    help="keep: store JPEGs unchanged (TensorFlow ignores EXIF orientation, so a photo taken "
                         "sideways decodes sideways); apply: re-encode JPEGs whose EXIF orientation is not 1, "

@@ -24,11 +24,12 @@ import os
 import sys
 import time
 
-from tfrecord_pipelines import local_worker
+from tfrecord_pipelines import lean_beam, local_worker, small_run
 from tfrecord_pipelines.stderr import workers_stderr_to_log
 from tfrecord_pipelines.transforms.core.errors import UsageError
 
 LOCAL_NAMES = {"", "directrunner", "direct", "fnapirunner", "switchingdirectrunner"}
+IN_PROCESS_THREADS = 8  # at most, for an in-process run's reads, checks and hashes
 
 
 class RunnerError(UsageError):
@@ -36,14 +37,23 @@ class RunnerError(UsageError):
 
 
 def prestart(argv: list) -> None:
-    """Starts the workers' zygote, when the arguments say the run will be
-    local and multi-process, so that it imports while we import Beam."""
-    with workers_stderr_to_log("--debug" not in argv):
-        local_worker.prestart(argv)
+    """The command line's start (a fresh process): starts the workers'
+    zygote, when the arguments say the run will be local and multi-process,
+    so that it imports while we import Beam, then imports Beam (lean for a
+    local run on local files: pipelines/lean_beam.py)."""
+    lean_beam.workers_lean(argv)
+    if not small_run.in_process(argv):
+        with workers_stderr_to_log("--debug" not in argv):
+            local_worker.prestart(argv)
+    lean_beam.import_beam(argv)
 
 
 def stop() -> None:
+    if "tfrecord_pipelines.transforms.storage.reads" in sys.modules:
+        sys.modules["tfrecord_pipelines.transforms.storage.reads"].set_local_in_flight(1)
     local_worker.stop_zygote()
+    os.environ.pop(lean_beam.WORKERS_ENV, None)
+    small_run.forget()
 
 
 def is_local(options) -> bool:
@@ -85,6 +95,8 @@ def choose_runner(options, argv: list, quiet: bool = True):
                           "runs; use multi_processing (the default) or in_memory")
     workers = direct.direct_num_workers if _given(argv, "direct_num_workers") else 0
     workers = workers or os.cpu_count() or 1  # 0 means all cores, as in Beam
+    if small_run.in_process(argv):  # a small input: workers would cost more than they save
+        workers = 1
     if not _given(argv, "direct_running_mode"):
         direct.direct_running_mode = "multi_processing" if workers > 1 else "in_memory"
     if direct.direct_running_mode == "multi_processing" and workers == 1:
@@ -93,7 +105,12 @@ def choose_runner(options, argv: list, quiet: bool = True):
         workers = 1  # in_memory runs one bundle at a time; more "workers" would be threads
     direct.direct_num_workers = workers
     std.runner = None
+    from tfrecord_pipelines.transforms.storage import reads
+    # One process doing all the work reads, checks and hashes ahead on the other cores; with a
+    # worker per core, a thread each is enough.
+    reads.set_local_in_flight(min(os.cpu_count() or 1, IN_PROCESS_THREADS) if workers == 1 else 1)
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    lean_beam.workers_lean(argv)  # the workers started from here on import Beam as this run needs
     if direct.direct_running_mode == "multi_processing" and local_worker.available():
         from apache_beam.transforms import environments
         with workers_stderr_to_log(quiet):  # the zygote starts here unless started already

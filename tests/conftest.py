@@ -92,11 +92,16 @@ def assert_shard_matches(out: str, entry: dict) -> None:
 
 
 def convert(*args, in_memory: bool = True) -> int:
-    """Runs a conversion in this process on the local runner."""
+    """Runs a conversion in this process on the local runner: in Beam's
+    in_memory mode, or (in_memory=False) with worker processes on all cores,
+    even for an input small enough to run in-process by default
+    (pipelines/small_run.py)."""
     from tfrecord_pipelines.convert import run
     extra = ["--progress", "off"]
     if in_memory and not any(str(a).startswith("--direct_running_mode") for a in args):
         extra += ["--direct_running_mode", "in_memory"]
+    elif not any(str(a).startswith(("--direct_running_mode", "--direct_num_workers")) for a in args):
+        extra += ["--direct_running_mode", "multi_processing"]
     return run([str(a) for a in args] + extra)
 
 

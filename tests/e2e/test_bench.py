@@ -125,3 +125,31 @@ def test_the_shuffled_tree_keeps_each_image_but_not_its_layout(tmp_path):
     with open(os.path.join(shuffled["root"], "labels.csv")) as f, open(os.path.join(base["root"], "labels.csv")) as g:
         assert f.read() == g.read()
     assert dataset.ensure_shuffled(data, 12, log=lambda m: None)["generate_seconds"] == shuffled["generate_seconds"]
+
+
+def test_fixed_cost_breaks_a_run_down_by_process_and_phase(tmp_path):
+    """bench.fixed_cost on a tiny tree: every variant measured, the main process's
+    phases found by the hooks (in order, each with its CPU), the runner's bundles
+    named by our stages, the processes by role; a run in-process has one process,
+    one with workers a zygote and workers, and none imports TensorFlow."""
+    out = tmp_path / "fixed.json"
+    p = _run(["-m", "bench.fixed_cost", "--images", "24", "--repeats", "1", "--max-wait", "0", "--prefault-mb", "0",
+              "--settle", "0", "--max-n", "24", "--variants", "default,workers", "--data-dir", str(tmp_path / "data"),
+              "--out", str(out)], timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    runs = {r["variant"]: r for r in doc["runs"]}
+    assert set(runs) == {"default", "workers"}
+    for variant, r in runs.items():
+        assert r["returncode"] == 0 and r.get("analysis"), (variant, r.get("stderr_tail"), p.stderr[-2000:])
+        a = r["analysis"]
+        phases = list(a["phases"])
+        assert phases[:3] == ["python start", "imports (Beam, the converter; the zygote starts)",
+                              "configure (flags, config, runner, lock)"], phases
+        assert "build the graph" in phases and "  of which report" in phases
+        assert all(v["wall"] >= 0 and v["cpu_tree"] >= 0 for v in a["phases"].values())
+        assert {"ListInputs", "PlanShards"} <= {s for k in a["stages"] for s in k.split("+")}, a["stages"]
+        roles = {proc["role"] for proc in a["processes"]}
+        assert (roles == {"main"}) if variant == "default" else ({"main", "zygote", "worker"} <= roles), a["processes"]
+        assert not any("tensorflow" in (proc["modules"] or []) for proc in a["processes"])
+    assert "the main process's phases" in p.stdout and "processes, by role" in p.stdout

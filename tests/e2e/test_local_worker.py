@@ -7,13 +7,17 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import ROOT, convert, image_bytes, shard_files, write
 
 
-def test_nothing_started_before_the_fork():
+@pytest.mark.parametrize("lean", ["0", "1"], ids=["beam whole", "beam lean"])
+def test_nothing_started_before_the_fork(lean):
     code = ("import threading; from tfrecord_pipelines import local_worker as w; w.preload(); "
             "print(threading.active_count())")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    env = dict(os.environ, TFRECORDS_LEAN_WORKERS=lean)  # pipelines/lean_beam.py: what a local run's zygote does
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert out.stdout.strip() == "1", out.stderr  # only the main thread: forking is safe
 
 

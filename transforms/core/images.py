@@ -62,7 +62,7 @@ class ImagePolicy:
     output_formats: frozenset = frozenset(STORABLE_FORMATS)
     reencode: str = ""  # "", "jpeg" or "png": what to turn other formats into
     max_pixels: int = 89_478_485
-    jpeg_quality: int = 95
+    jpeg_quality: int = 90            # --jpeg_quality (README, resizing: why 90)
     background: tuple = (255, 255, 255)
     apply_orientation: bool = False  # re-encode JPEGs whose EXIF orientation is not 1, upright
     perceptual_hash: bool = False    # hash the decoded image for near-duplicate checks (full validation)

@@ -2,9 +2,9 @@
 from data alone (no Beam, no I/O): the manifest's figures, a few thumbnails,
 the first rejects. transforms/storage/report_data.py gathers those inputs.
 
-The page is one self-contained file: charts are PNGs drawn by matplotlib
-(Agg backend, its object API, so no global pyplot state is shared between
-threads) and, like the thumbnails, embedded as data: URIs. A Content-Security-
+The page is one self-contained file: charts are SVG documents written by
+transforms/core/svg_charts.py (labels are escaped text, never markup or math)
+and, like the thumbnails, embedded as data: URIs. A Content-Security-
 Policy meta tag forbids every load that is not such a data: URI, every
 script, every form submission and any <base>, so the page cannot reach the
 network even if a file name or label smuggled markup past the escaping.
@@ -33,7 +33,7 @@ from typing import Iterable, NamedTuple, Optional
 
 from PIL import Image, ImageOps
 
-from tfrecord_pipelines.transforms.core import images, quality
+from tfrecord_pipelines.transforms.core import images, quality, svg_charts
 from tfrecord_pipelines.transforms.core.units import human_bytes, plural
 
 THUMB_PX = 112               # a thumbnail's longer side
@@ -43,7 +43,7 @@ MAX_CLASS_BARS = 40          # more classes: one count curve per split instead o
 MAX_SHOWN_GROUPS = 12        # duplicate groups and near-duplicate pairs shown
 MAX_FILES_PER_GROUP = 4
 MAX_LIST = 30                # names listed in a warning before "..."
-DPI = 96
+DPI = 96                     # px per inch of the chart sizes below (they were matplotlib figures)
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; form-action 'none'; base-uri 'none'"
 MAX_TEXT = 4000              # characters of one value shown (a path, a detail, an option)
 MAX_BARS = 40                # bars of a bar chart (reject reasons): the largest, then "others"
@@ -131,35 +131,8 @@ def thumbnail(data: bytes, px: int = THUMB_PX, stop=None) -> bytes:
 # ---- charts ------------------------------------------------------------------------------------------------------
 
 
-def MaxNLocator(**kw):
-    from matplotlib.ticker import MaxNLocator as _MaxNLocator
-    return _MaxNLocator(**kw)
-
-
-def _figure(width: float, height: float):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=(width, height), dpi=DPI)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _png_uri(fig, tight: bool = True) -> str:
-    import matplotlib
-    from matplotlib.text import Text
-    buf = io.BytesIO()
-    # Labels are data (class and split names): never matplotlib's math syntax ("$100_$200" would be
-    # parsed, "$$" fails the whole page) nor TeX. Texts made so far are told so; those made while
-    # drawing (tick labels) take it from rcParams.
-    for text in fig.findobj(Text):
-        text.set_parse_math(False)
-        text.set_usetex(False)
-    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
-        # bbox_inches="tight" fits the labels with one extra draw (a layout engine costs several); a chart
-        # whose labels have a known extent sets its margins itself and is drawn once.
-        fig.savefig(buf, format="png", metadata={"Software": None},
-                    **({"bbox_inches": "tight", "pad_inches": 0.08} if tight else {}))
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+def _svg_uri(svg: str) -> str:
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
 
 
 def _short(text: str, n: int = 18) -> str:
@@ -167,43 +140,29 @@ def _short(text: str, n: int = 18) -> str:
 
 
 def _tick(text: str, n: int = 18) -> str:
-    """A name as a chart label: shortened, its '$' escaped (matplotlib reads
-    '$...$' as math, and a class named '$$' would fail the chart)."""
-    return _short(_plain(text), n).replace("$", r"\$")
+    """A name as a chart label: one printable line (control and bidirectional
+    characters shown as escapes), shortened; svg_charts escapes it as XML text."""
+    return _short(_plain(text), n)
 
 
 def class_chart(classes: list, per_split: dict) -> str:
     """Records per class and split: labelled bars for a few classes, else one
     curve per split of its class counts sorted (where imbalance shows)."""
     splits = list(per_split)
+    colours = [_COLORS[i % len(_COLORS)] for i in range(len(splits))]
     if len(classes) <= MAX_CLASS_BARS:
-        fig = _figure(min(12.0, 2.5 + 0.32 * len(classes) * max(1, len(splits)) ** 0.5), 3.6)
-        ax = fig.add_subplot()
-        width = 0.8 / max(1, len(splits))
-        for i, split in enumerate(splits):
-            ys = [per_split[split].get(c, 0) for c in classes]
-            ax.bar([x + (i - (len(splits) - 1) / 2) * width for x in range(len(classes))], ys, width,
-                   label=_tick(split, 40), color=_COLORS[i % len(_COLORS)])
-        ax.set_xticks(range(len(classes)), [_tick(c) for c in classes], rotation=45 if len(classes) > 6 else 0,
-                      ha="right" if len(classes) > 6 else "center")
-        ax.set_ylabel("records")
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.yaxis.set_major_formatter("{x:,.0f}")
-    else:
-        fig = _figure(10.0, 3.6)
-        ax = fig.add_subplot()
-        for i, split in enumerate(splits):
-            ys = sorted((per_split[split].get(c, 0) for c in classes), reverse=True)
-            ax.fill_between(range(len(ys)), ys, step="mid", alpha=0.55, color=_COLORS[i % len(_COLORS)],
-                            label=f"{_tick(split, 40)} (min {ys[-1]:,}, median {ys[len(ys) // 2]:,}, max {ys[0]:,})")
-        ax.set_xlabel(f"{len(classes):,} classes, each split's sorted by its count")
-        ax.set_ylabel("records")
-        ax.set_xlim(0, len(classes) - 1)
-    ax.set_title("records per class")
-    ax.grid(axis="y", alpha=0.3)
-    if splits:
-        ax.legend(fontsize="small")
-    return _png_uri(fig)
+        width = min(12.0, 2.5 + 0.32 * len(classes) * max(1, len(splits)) ** 0.5) * DPI
+        series = [(_tick(split, 40), [per_split[split].get(c, 0) for c in classes], colour)
+                  for split, colour in zip(splits, colours)]
+        return _svg_uri(svg_charts.grouped_bars("records per class", [_tick(c) for c in classes], series,
+                                                "records", width, 3.6 * DPI))
+    series = []
+    for split, colour in zip(splits, colours):
+        ys = sorted((per_split[split].get(c, 0) for c in classes), reverse=True)
+        series.append((f"{_tick(split, 40)} (min {ys[-1]:,}, median {ys[len(ys) // 2]:,}, max {ys[0]:,})", ys, colour))
+    return _svg_uri(svg_charts.sorted_curves("records per class", series,
+                                             f"{len(classes):,} classes, each split's sorted by its count",
+                                             "records", 10.0 * DPI, 3.6 * DPI))
 
 
 def bars_chart(title: str, names: list, values: list, xlabel: str = "records") -> str:
@@ -213,18 +172,8 @@ def bars_chart(title: str, names: list, values: list, xlabel: str = "records") -
         rest = sum(values[i] for i in order[MAX_BARS - 1:])
         names = [names[i] for i in keep] + [f"{len(order) - len(keep):,} others"]
         values = [values[i] for i in keep] + [rest]
-    fig = _figure(7.0, 0.9 + 0.28 * len(names))
-    ax = fig.add_subplot()
-    ax.barh(range(len(names)), values, color=_COLORS[1])
-    ax.set_yticks(range(len(names)), [_tick(n, 28) for n in names])
-    ax.invert_yaxis()
-    ax.set_xlabel(xlabel)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title(title)
-    for y, v in enumerate(values):
-        ax.annotate(f"{v:,}", (v, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize="small")
-    ax.margins(x=0.12)
-    return _png_uri(fig)
+    return _svg_uri(svg_charts.horizontal_bars(title, [_tick(n, 28) for n in names], values, xlabel, _COLORS[1],
+                                               7.0 * DPI))
 
 
 def _bin_labels(edges: list, fmt) -> list:
@@ -238,24 +187,15 @@ def _bin_labels(edges: list, fmt) -> list:
 
 def sizes_chart(sizes: dict) -> str:
     """Width, height and aspect (width / height) histograms, side by side."""
-    fig = _figure(12.0, 3.4)
-    axes = fig.subplots(1, 3, gridspec_kw={"wspace": 0.3})
-    fig.subplots_adjust(left=0.075, right=0.99, top=0.91, bottom=0.27)  # room for counts and rotated bin labels
-    for ax, (key, name, fmt) in zip(axes, (("width", "width (px)", lambda v: f"{v:g}"),
-                                           ("height", "height (px)", lambda v: f"{v:g}"),
-                                           ("aspect", "aspect (width / height)", lambda v: f"{v:g}"))):
+    panels = []
+    for key, name in (("width", "width (px)"), ("height", "height (px)"), ("aspect", "aspect (width / height)")):
         h = obj(sizes.get(key))
         edges, counts = numbers(h.get("edges")), numbers(h.get("counts"))
         if len(edges) != len(counts) + 1 or not counts or len(counts) > MAX_BINS:
-            ax.set_axis_off()
-            continue
-        ax.bar(range(len(counts)), counts, color=_COLORS[0 if key != "aspect" else 2])
-        ax.set_xticks(range(len(counts)), _bin_labels(edges, fmt), rotation=60, ha="right", fontsize="small")
-        ax.set_title(name)
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.yaxis.set_major_formatter("{x:,.0f}")
-        ax.grid(axis="y", alpha=0.3)
-    return _png_uri(fig, tight=False)
+            counts = []
+        panels.append((name, _bin_labels(edges, lambda v: f"{v:g}") if counts else [], counts,
+                       _COLORS[0 if key != "aspect" else 2]))
+    return _svg_uri(svg_charts.histograms(panels, 12.0 * DPI, 3.4 * DPI))
 
 
 # ---- the page ----------------------------------------------------------------------------------------------------

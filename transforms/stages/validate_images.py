@@ -24,7 +24,7 @@ from tfrecord_pipelines.transforms.core.records import Batch, Reject, pack
 from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS
 from tfrecord_pipelines.transforms.storage import spill
 from tfrecord_pipelines.transforms.storage.progress import Progress
-from tfrecord_pipelines.transforms.storage.reads import make_pool, read_ahead, read_record, read_reject
+from tfrecord_pipelines.transforms.storage.reads import in_flight, make_pool, read_ahead, read_record, read_reject
 
 
 def _add_hashes(good: list, waiting: list) -> None:
@@ -57,7 +57,7 @@ class _ValidateFn(beam.DoFn):
         if self._pool is None:
             self._pool = make_pool(reads, recs[0].path)
         waiting: list = []  # (index in good, hash input)
-        for rec, got in read_ahead(recs, lambda r: read_record(r, reads), reads.in_flight_for(recs[0].path),
+        for rec, got in read_ahead(recs, lambda r: read_record(r, reads), in_flight(reads, recs[0].path),
                                    self._pool):
             out = read_reject(rec, got.error) if got.error else validate_record(got.value[1], got.value[0],
                                                                                   self._policy)

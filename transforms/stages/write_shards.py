@@ -40,7 +40,7 @@ from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec, Rejec
 from tfrecord_pipelines.transforms.core.sharding import shard_name
 from tfrecord_pipelines.transforms.core.specs import QUALITY, REJECTS, OutputFormat, ReadPolicy
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression
-from tfrecord_pipelines.transforms.storage import fsutil, layout, spill
+from tfrecord_pipelines.transforms.storage import fsutil, layout, reads, spill
 from tfrecord_pipelines.transforms.storage.array_record_io import shard_writer
 from tfrecord_pipelines.transforms.storage.gcs import StorageUnavailable
 from tfrecord_pipelines.transforms.storage.progress import Progress
@@ -157,7 +157,7 @@ class _WriteShardFn(beam.DoFn):
         rows = Batch() if self._quality_rows else None  # for CheckQuality: a small row per record written
         waiting: list = []  # records written whose rows wait for their hashes
         policy, validate = self._policy, self._validate
-        in_flight = policy.reads.in_flight_for(recs[0].path) if recs else 1
+        in_flight = reads.in_flight(policy.reads, recs[0].path) if recs else 1
         encoder = self._encoder(label_map.kind)
         if self._pool is None and recs:
             self._pool = make_pool(policy.reads, recs[0].path)

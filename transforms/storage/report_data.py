@@ -29,7 +29,7 @@ import logging
 import time
 from typing import Iterable, Optional
 
-from tfrecord_pipelines.transforms.core import report_html
+from tfrecord_pipelines.transforms.core import example_decode, report_html
 from tfrecord_pipelines.transforms.core.records import Reason
 from tfrecord_pipelines.transforms.core.report_html import THUMB_PX, ReportInputs, Sample, ShownReject, thumbnail
 from tfrecord_pipelines.transforms.core.specs import OutputFormat, ReadPolicy
@@ -136,14 +136,11 @@ def _roles(m: dict) -> dict:
 
 
 def _decoder(m: dict, roles: dict):
-    """tfx-bsl's Example decoder (no TensorFlow import) for the few features
-    the report reads."""
-    from tfx_bsl.coders import example_coder
-
-    from tfrecord_pipelines.transforms.core.features import tfmd_schema
-    wanted = {roles[r]: m["features"][roles[r]] for r in ("encoded", "text", "label", "target", "filename",
-                                                           "sha256", "width", "height") if r in roles}
-    return example_coder.ExamplesToRecordBatchDecoder(tfmd_schema(wanted, required=False).SerializeToString())
+    """records -> rows ({feature: values or None}) of the few features the
+    report reads (transforms/core/example_decode.py: no TensorFlow, no tfx-bsl)."""
+    wanted = [roles[r] for r in ("encoded", "text", "label", "target", "filename", "sha256", "width", "height")
+              if r in roles]
+    return lambda batch: example_decode.decode_rows(batch, wanted)
 
 
 def _records(output: str, m: dict, entry: dict) -> Iterable[bytes]:
@@ -219,7 +216,7 @@ def scan_shards(output: str, m: dict, inputs: ReportInputs, wanted: set, budget:
                         elif budget.out_of_time():
                             cut = f"the {budget.seconds:g} s deadline"
                     if batch and (data is None or len(batch) >= _BATCH or cut):
-                        for row in decoder.DecodeBatch(batch).to_pylist():
+                        for row in decoder(batch):
                             _take(row, roles, split, names, classed, per_label, accept, wanted, inputs, budget)
                         batch = []
                     if cut or data is None or done():

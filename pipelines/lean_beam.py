@@ -1,0 +1,109 @@
+"""Importing Beam without the parts a local run on local files never uses.
+
+`import apache_beam` imports every connector it ships: pandas and pyarrow (for
+its DataFrame type hints), pymongo, the BigQuery, Pub/Sub and Dataflow
+clients, Google Cloud Storage, S3, Azure and HDFS filesystems, apitools:
+measured, `import apache_beam` took 1.22-1.36 s of CPU and 203 MB with them,
+0.52-0.53 s and 93 MB without them, in every process that imports Beam (the
+command, the workers' zygote, Beam's own workers). Beam imports each of these
+inside a `try: ... except ImportError`, as optional: so for a run that is
+local (the FnApiRunner) and names no remote path, they are made to fail to
+import while Beam is imported, then made importable again (anything that asks
+for one later, e.g. pyarrow for tfx-bsl, gets it as usual).
+
+Only the command line does this (pipelines/runtime.py prestart, in a fresh
+process, before anything imported Beam), and the worker processes of such a
+run (WORKERS_ENV): a process that imported Beam already, or that may
+run something else later (the library API, the tests), imports it whole.
+Tied to the Beam version it was measured with, like the forked workers.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+OFF_ENV = "TFRECORDS_LEAN_IMPORT"      # 0: always import Beam whole
+WORKERS_ENV = "TFRECORDS_LEAN_WORKERS"  # set by a lean launcher for its worker processes
+TESTED_BEAM_VERSIONS = ("2.77.0",)
+
+# Each is imported by Beam only inside try/except ImportError (Beam 2.77:
+# typehints/__init__, io/__init__, io/filesystems, io/mongodbio, utils/retry,
+# runners/dataflow/dataflow_runner).
+UNUSED_LOCALLY = (
+    "pandas", "pyarrow",                              # typehints: DataFrame/Arrow compatibility
+    "pymongo", "bson",                                # io.mongodbio
+    "apache_beam.io.gcp.bigquery",                    # io/__init__: BigQuery, Pub/Sub, gcsio, xlang IOs
+    "apache_beam.io.gcp.gcsfilesystem",               # io.filesystems: gs://
+    "apache_beam.io.aws.s3filesystem",                # s3://
+    "apache_beam.io.azure.blobstoragefilesystem",     # azfs://
+    "apache_beam.io.hadoopfilesystem",                # hdfs://
+    "apitools",                                       # utils.retry: GCP HTTP errors
+    "google.cloud.dataflow",                          # runners.dataflow: the Dataflow client
+)
+_LOCAL_RUNNERS = ("", "directrunner", "direct", "fnapirunner")
+
+
+def _value(argv: list, flag: str):
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def local_files_only(argv: list) -> bool:
+    """The arguments name a local runner and no remote path (nothing with ://)."""
+    runner = (_value(argv, "--runner") or "").lower()
+    return runner in _LOCAL_RUNNERS and not any("://" in str(a) for a in argv)
+
+
+def available() -> bool:
+    from tfrecord_pipelines.local_worker import beam_version
+    return os.environ.get(OFF_ENV, "1") != "0" and beam_version() in TESTED_BEAM_VERSIONS
+
+
+def workers_lean(argv: list) -> bool:
+    """Whether the worker processes of this run import Beam lean: sets or
+    clears WORKERS_ENV, which they inherit. Call before starting them."""
+    lean = local_files_only(argv) and available()
+    if lean:
+        os.environ[WORKERS_ENV] = "1"
+    else:
+        os.environ.pop(WORKERS_ENV, None)
+    return lean
+
+
+def import_beam(argv: list) -> bool:
+    """The command line's import of Beam (a fresh process): lean when the run
+    allows it. True if lean."""
+    lean = workers_lean(argv) and "apache_beam" not in sys.modules
+    if lean:
+        import_lean()
+    import apache_beam  # noqa: F401
+    return lean
+
+
+def import_lean() -> None:
+    """`import apache_beam` with UNUSED_LOCALLY unimportable meanwhile."""
+    blocked = [m for m in UNUSED_LOCALLY if m not in sys.modules]
+    for m in blocked:
+        sys.modules[m] = None  # import raises ModuleNotFoundError, which Beam takes as "not installed"
+    # io.mongodbio warns at import when it finds no bson; nothing else is logged at import.
+    mongo_log = logging.getLogger("apache_beam.io.mongodbio")
+    level = mongo_log.level
+    mongo_log.setLevel(logging.ERROR)
+    try:
+        import apache_beam  # noqa: F401
+    finally:
+        mongo_log.setLevel(level)
+        for m in blocked:
+            if m in sys.modules and sys.modules[m] is None:
+                del sys.modules[m]
+
+
+def worker_import() -> None:
+    """In a local worker process, before it imports Beam: lean if its launcher was."""
+    if os.environ.get(WORKERS_ENV) == "1" and "apache_beam" not in sys.modules:
+        import_lean()

@@ -1,0 +1,135 @@
+"""Whether a local run is small enough to run in this process.
+
+Worker processes cost a fixed amount of time and CPU before they help: a
+zygote that imports Beam, the workers' start, and for every stage of the
+graph a round trip through the runner's data plane to each worker. On a
+small input they never earn that back, so a local run whose input is known
+to be small, and whose worker count the user did not choose
+(--direct_num_workers, --direct_running_mode), runs in this process
+(Beam's in_memory mode). The output is the same either way (the shards,
+rejects and manifest do not depend on the runner or the worker count:
+tests/e2e/test_small_run.py holds that).
+
+The decision is made before any worker starts (the zygote is started as
+the command begins), so it rests on what is cheap to know then: the number
+of files in the --input tree, counted by a walk that stops past the limit,
+or the number of lines of an uncompressed local --label_table. A remote
+input, or one that cannot be counted cheaply, keeps the workers.
+
+The limit is where the in-process run stops being faster: see MAX_IMAGES.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from typing import Optional
+
+# Images up to which a local run stays in this process. In-process, the
+# per-image work (read, checks, decode, hash, write) runs on every core
+# anyway (read-ahead and write-behind threads: transforms/storage/reads.py,
+# write_behind.py), so workers only add their fixed cost (~0.5-1 s of wall
+# on 2 cores: the zygote, a round trip per stage) until the stages that stay
+# on one thread in-process (listing, labels, splits, the shuffle's sort, the
+# quality checks: ~40 us an image) outweigh it: tens of thousands of images.
+# Measured (bench/fixed_cost.py, CPU s of the process tree, in-process vs
+# workers, 2 vCPUs shared with other programs): 100 images 1.86 vs 3.46;
+# 2,500 header 2.95 vs 4.73, full 6.12 vs 8.28; 10,000 header 5.50 vs 7.25,
+# full 16.7-19.1 vs 17.8. `bench.fixed_cost --images N --variants
+# default,workers` measures both sides, walls included on a quiet machine.
+MAX_IMAGES = 20_000
+_GIVEN = ("--direct_num_workers", "--direct_running_mode")
+OFF_ENV = "TFRECORDS_SMALL_RUNS"
+
+
+def _value(argv: list, flag: str) -> Optional[str]:
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def _given(argv: list, flag: str) -> bool:
+    return any(a == flag or a.startswith(flag + "=") for a in argv)
+
+
+def limit_for(argv: list) -> int:
+    """The in-process limit for the run these arguments describe."""
+    return MAX_IMAGES
+
+
+def count_files(root: str, limit: int) -> int:
+    """Files under `root`, counting stops past `limit` (returns limit + 1)."""
+    n = 0
+    todo = [root]
+    while todo:
+        try:
+            with os.scandir(todo.pop()) as it:
+                for e in it:
+                    try:
+                        if e.is_dir():
+                            todo.append(e.path)
+                            continue
+                    except OSError:
+                        pass
+                    n += 1
+                    if n > limit:
+                        return n
+        except OSError:
+            continue
+    return n
+
+
+def count_lines(path: str, limit: int) -> int:
+    """Lines of a file (an upper bound of a table's rows), stopping past `limit`."""
+    n = 0
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(1 << 20)
+            if not block:
+                return n
+            n += block.count(b"\n")
+            if n > limit:
+                return n
+
+
+def input_count(argv: list, limit: int) -> Optional[int]:
+    """The input's size in files (or table lines), up to limit + 1; None when
+    it is remote or not cheap to count."""
+    tree, table = _value(argv, "--input"), _value(argv, "--label_table")
+    try:
+        if tree and "://" not in tree and os.path.isdir(tree):
+            return count_files(tree, limit)
+        if table and "://" not in table and os.path.isfile(table) and not table.lower().endswith(".gz"):
+            return count_lines(table, limit)
+    except OSError:
+        return None
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def _decide(argv: tuple) -> bool:
+    args = list(argv)
+    if any(_given(args, f) for f in _GIVEN):
+        return False
+    runner = (_value(args, "--runner") or "").lower()
+    if runner not in ("", "directrunner", "direct", "fnapirunner"):
+        return False
+    limit = limit_for(args)
+    n = input_count(args, limit)
+    return n is not None and n <= limit
+
+
+def in_process(argv: list) -> bool:
+    """True when this local run should not start worker processes (the same
+    answer for the same arguments until forget(): the zygote's start and the
+    runner's choice must agree). TFRECORDS_SMALL_RUNS=0 turns it off."""
+    if os.environ.get(OFF_ENV, "1") == "0":
+        return False
+    return _decide(tuple(str(a) for a in argv))
+
+
+def forget() -> None:
+    """At the end of a command: the next run counts its input again."""
+    _decide.cache_clear()
