@@ -26,7 +26,7 @@ from tfrecord_pipelines.report import ProgressLine, TracebackFilter
 from tfrecord_pipelines.stderr import workers_stderr_to_log
 from tfrecord_pipelines.transforms.core import errors
 from tfrecord_pipelines.transforms.stages.publish import TooManyRejects
-from tfrecord_pipelines.transforms.storage import fsutil, layout, run_lock
+from tfrecord_pipelines.transforms.storage import fsutil, layout, resume, run_lock
 
 
 def check_output_path(output: str) -> None:
@@ -127,6 +127,9 @@ def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool):
     run = Run(cfg)
     try:
         try:
+            # A run killed while publishing into this output: its shards go back to its resume area.
+            for line in resume.recover(out.root or out.output):
+                print(line, file=sys.stderr)
             output_guard.check_output(out.output, cfg.inputs.root, out.overwrite)
             output_guard.remove_leftover_staging(out.output, out.run_id)
         except OSError as e:  # e.g. an output folder we may not list

@@ -6,27 +6,33 @@ comments):
 or, with two reads per image (tables without sizes, --max_examples_per_split):
 
     ListInputs | AssignLabels | Split | ValidateImages | PlanShards | WriteShards | Publish
+
+An incremental version (--versioned, with a previous version to copy from)
+adds MatchPrevious after Split: records whose file and metadata are those
+the previous version recorded are copied from its shards by WriteShards, not
+read (or validated) again.
 """
 from __future__ import annotations
 
 import apache_beam as beam
 
 from tfrecord_pipelines import __version__
-from tfrecord_pipelines.config import ConvertConfig
+from tfrecord_pipelines.config import Compression, ConvertConfig
 from tfrecord_pipelines.transforms.core import fingerprint
 from tfrecord_pipelines.transforms.core.fingerprint import FINGERPRINT
 from tfrecord_pipelines.transforms.core.images import Validation
-from tfrecord_pipelines.transforms.core.specs import QUALITY, RECORDS, REJECTS, STATS, PublishSpec
+from tfrecord_pipelines.transforms.core.specs import QUALITY, RECORDS, REJECTS, STATS, OutputFormat, PublishSpec
 from tfrecord_pipelines.transforms.stages.assign_labels import AssignLabels
 from tfrecord_pipelines.transforms.stages.check_quality import CheckQuality
 from tfrecord_pipelines.transforms.stages.check_report import CheckReport, quality_rows
 from tfrecord_pipelines.transforms.stages.drop_duplicates import DropDuplicates
 from tfrecord_pipelines.transforms.stages.list_inputs import ListInputs
+from tfrecord_pipelines.transforms.stages.match_previous import MatchPrevious
 from tfrecord_pipelines.transforms.stages.plan_shards import PlanShards
 from tfrecord_pipelines.transforms.stages.publish import Publish
 from tfrecord_pipelines.transforms.stages.split import Split
 from tfrecord_pipelines.transforms.stages.validate_images import ValidateImages
-from tfrecord_pipelines.transforms.stages.write_shards import WriteShards
+from tfrecord_pipelines.transforms.stages.write_shards import Reuse, WriteShards
 from tfrecord_pipelines.transforms.storage import layout, spill
 
 
@@ -35,7 +41,7 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "",
     barriers instead of in the runner (transforms/storage/spill.py)."""
     out = cfg.output
     staging = layout.staging_dir(out.output, out.run_id)
-    listed = p | "ListInputs" >> ListInputs(cfg.inputs, spill_dir)
+    listed = p | "ListInputs" >> ListInputs(cfg.inputs, spill_dir, out.racy_after_ns)
     # [Rec(rel, path, size, raw label/split/extras)] batches; fingerprint: per-unit digests
     listing = _spilled(listed[RECORDS], "SpillListing", spill_dir)
     labeled = listing | "AssignLabels" >> AssignLabels(cfg.labels, cfg.inputs.extra_columns)
@@ -52,12 +58,21 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "",
             beam.pvalue.AsSingleton(fp))
     read_once = cfg.images.reads.once and not out.check_only  # a check validates first, like two reads
     valid_rejects = None
+    more_stats = []
+    if out.previous is not None and not out.check_only:  # an incremental version
+        matched = records | "MatchPrevious" >> MatchPrevious(out.previous, cfg.shards.seed, cfg.images.reads.timeout,
+                                                             spill_dir)
+        # [Rec, those taken from the previous version with Rec.prev]; stats: unchanged, new, changed, removed
+        records = matched[RECORDS]
+        more_stats.append(matched[STATS])
     if not read_once:  # two reads per image: validate, plan from the valid ones, read again to write
         valid = records | "ValidateImages" >> ValidateImages(cfg.images, progress_dir, spill_dir,
                                                              digest=cfg.quality.dedup_before_writing
                                                              or (out.check_only and cfg.quality.enabled))
         # [Rec + size, format, height, width, channels, crc]
         records, valid_rejects = valid[RECORDS], valid[REJECTS]
+        more_stats.append(valid_rejects | "ValidationRejects" >> beam.Map(
+            lambda b: ("incremental/validation_rejects", spill.count(b))))
     dedup = {}
     if cfg.quality.dedup_before_writing:  # --duplicates keep_one|reject (two reads: parse.py)
         dedup = records | "DropDuplicates" >> DropDuplicates(cfg.quality.duplicates, spill_dir)
@@ -80,16 +95,16 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "",
     written = planned["shards"] | "WriteShards" >> WriteShards(
         staging, cfg.shards.compression, cfg.images, dict(out.feature_keys), labeled["label_map"], progress_dir,
         validate=read_once, index_files=cfg.shards.index_files, output_format=cfg.shards.output_format,
-        quality_rows=cfg.quality.enabled)
+        quality_rows=cfg.quality.enabled, fingerprint=fp, reuse=_reuse(cfg))
     # ShardResult(name, temp path, records, bytes, crc32c); rejects (validation's, with one read)
     rejects = ([_spilled(pc, f"SpillRejects{i}", spill_dir)
                 for i, pc in enumerate((listed.get(REJECTS), labeled[REJECTS], split[REJECTS], valid_rejects,
                                         written[REJECTS], dedup.get(REJECTS))) if pc is not None]
                | "AllRejects" >> beam.Flatten())
-    stats = ([pc for pc in (listed[STATS], split.get(STATS), dedup.get(STATS)) if pc is not None]
+    stats = ([pc for pc in (listed[STATS], split.get(STATS), dedup.get(STATS), *more_stats) if pc is not None]
              | "AllStats" >> beam.Flatten())
     spec = PublishSpec(out, staging, cfg.shards.compression, cfg.describe(), options_digest, __version__,
-                       cfg.max_reject_fraction)
+                       cfg.max_reject_fraction, cfg.fingerprint_options())
     results = {"shards": written["shards"], "rejects": rejects, "stats": stats,
                "label_map": labeled["label_map"], "plans": planned["plans"], "fingerprint": fp}
     if cfg.quality.enabled:
@@ -99,6 +114,15 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "",
         # singleton: the manifest's "quality" section
     results | "Publish" >> Publish(spec)
     # manifest.json, written last
+
+
+def _reuse(cfg: ConvertConfig) -> Reuse:
+    """Where shards are staged for a rerun to resume, which version's records
+    may be copied, and whether each shard's provenance is written (a
+    --versioned run of uncompressed TFRecord shards: what a later one copies from)."""
+    out = cfg.output
+    copyable = cfg.shards.compression is Compression.NONE and cfg.shards.output_format is OutputFormat.TFRECORD
+    return Reuse(out.resume_parent, __version__, out.previous, provenance=bool(out.root) and copyable)
 
 
 def _spilled(batches, label: str, spill_dir: str):

@@ -129,6 +129,8 @@ def print_summary(output: str, seconds: float, out=None) -> None:
     excluded = c.get("excluded") or {}
     if excluded:
         print("not listed: " + ", ".join(f"{k} {v:,}" for k, v in excluded.items()), file=out)
+    for line in made_lines(m):
+        print(line, file=out)
     lm = m["label_map"]
     if lm["kind"] in (LabelType.CLASS, LabelType.INT):
         print(f"labels: {plural(len(lm['classes']), 'class', 'classes')} ({lm['kind']}), map in "
@@ -145,4 +147,33 @@ def count_lines(c: dict, kept: str, by_reason: dict, rejects_path: str) -> list:
     if by_reason:
         reasons = ", ".join(f"{k} {v:,}" for k, v in by_reason.items())
         lines.append(f"rejected by reason: {reasons} (details: {rejects_path})")
+    return lines
+
+
+def made_lines(m: dict) -> list:
+    """How the output was made (the manifest's "made"): copied from which
+    version, or why it was a full conversion; what a resume kept; which
+    versions --keep_versions removed."""
+    made = m.get("made")
+    if not isinstance(made, dict):
+        return []
+    lines = []
+    if made.get("from_version"):
+        repaired = made.get("records_repaired", 0)
+        lines.append(f"incremental from version {made['from_version']}: {made.get('records_copied', 0):,} records "
+                     f"copied, {made.get('images_read', 0):,} images read ({made.get('new', 0):,} new, "
+                     f"{made.get('changed', 0):,} changed"
+                     + (f", {repaired:,} whose copy in {made['from_version']} was damaged" if repaired else "")
+                     + f"), {made.get('removed', 0):,} removed")
+        damaged = made.get("records_of_damaged_provenance", 0)
+        if damaged:
+            lines.append(f"warning: version {made['from_version']}: the provenance of {damaged:,} records is "
+                         "damaged; they were read from their sources (--full rewrites everything)")
+    elif made.get("full_because") and m.get("version"):
+        lines.append(f"full conversion: {made['full_because']}")
+    if made.get("shards_resumed"):
+        lines.append(f"resumed: {plural(made['shards_resumed'], 'shard')} ({made.get('records_in_resumed_shards', 0):,} "
+                     "records) kept from a killed run of the same inputs and options")
+    if made.get("versions_removed"):
+        lines.append("removed versions (--keep_versions): " + ", ".join(made["versions_removed"]))
     return lines

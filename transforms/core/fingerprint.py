@@ -15,6 +15,25 @@ from typing import Iterable
 FINGERPRINT = "fingerprint"
 
 
+def shard_options(described: dict) -> dict:
+    """The settings that shape the shards and the manifest (not where they
+    go, how fast files are read, or when a run gives up on its rejects), from
+    the settings as the manifest records them (ConvertConfig.describe())."""
+    d = json.loads(json.dumps(described))  # a copy
+    out = d.pop("output")
+    d["feature_keys"] = out["feature_keys"]
+    d["inputs"].pop("fingerprint_root", None)
+    # The label map that results is fingerprinted instead (it is the same
+    # whether computed, or carried from the previous version).
+    d["labels"].pop("frozen_map", None)
+    d["labels"].pop("extend_map", None)
+    d["images"]["reads"].pop("in_flight", None)
+    d["images"]["reads"].pop("timeout", None)
+    # A run refused for its rejects and rerun with another fraction resumes.
+    d.pop("max_reject_fraction", None)
+    return d
+
+
 def options_digest(options: dict) -> str:
     return hashlib.sha256(json.dumps(options, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 

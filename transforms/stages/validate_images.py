@@ -18,7 +18,7 @@ import hashlib
 
 import apache_beam as beam
 
-from tfrecord_pipelines.transforms.core import quality
+from tfrecord_pipelines.transforms.core import provenance, quality
 from tfrecord_pipelines.transforms.core.images import ImagePolicy, configure_pillow, validate_record
 from tfrecord_pipelines.transforms.core.records import Batch, Reject, pack
 from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS
@@ -56,9 +56,16 @@ class _ValidateFn(beam.DoFn):
         reads = self._policy.reads
         if self._pool is None:
             self._pool = make_pool(reads, recs[0].path)
+        reads_in_flight = reads.in_flight_for(recs[0].path)
         waiting: list = []  # (index in good, hash input)
-        for rec, got in read_ahead(recs, lambda r: read_record(r, reads), reads.in_flight_for(recs[0].path),
-                                   self._pool):
+        kept = [r for r in recs if r.prev]  # to be taken from the previous version (match_previous.py): not read
+        for rec in kept:
+            if rec.prev[0] == provenance.COPY:
+                good.append(rec)
+            else:
+                bad.append(Reject(rec.rel, rec.prev[1], rec.prev[2], rec.split or ""))
+        recs = [r for r in recs if not r.prev] if kept else recs
+        for rec, got in read_ahead(recs, lambda r: read_record(r, reads), reads_in_flight, self._pool):
             out = read_reject(rec, got.error) if got.error else validate_record(got.value[1], got.value[0],
                                                                                   self._policy)
             if not isinstance(out, Reject):
