@@ -96,6 +96,29 @@ class Run:
         return "done"
 
 
+def preview(cfg: ConvertConfig, options, runner, debug: bool = False) -> dict:
+    """--dry_run on a local run: the figures of pipeline.build_preview, found
+    without reading an image, locking or writing anything in the output (its
+    spill files wait in a scratch folder)."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import TypeOptions
+
+    from tfrecord_pipelines.pipeline import build_preview
+    options.view_as(TypeOptions).pipeline_type_check = False
+    with tempfile.TemporaryDirectory(prefix="tfrecords-preview-") as folder:
+        result = os.path.join(folder, "preview.json")
+        spill = "" if options.view_as(_options()).spill == "off" else os.path.join(folder, "spill")
+        p = beam.Pipeline(runner=runner, options=options)
+        build_preview(p, cfg, spill, result)
+        try:
+            with workers_stderr_to_log(not debug), _filtered_stderr(not debug), _error_notes(folder):
+                p.run().wait_until_finish()
+        except BaseException as e:
+            raise _own_error(folder) or e
+        with open(result) as f:
+            return json.load(f)
+
+
 def spill_dir(cfg: ConvertConfig, local: bool, mode: str, scratch: str) -> str:
     """A local run's spill folder: in the staging folder beside the output
     (the disk the user chose for the data, removed with it), or in the

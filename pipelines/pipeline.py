@@ -116,6 +116,60 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "",
     # manifest.json, written last
 
 
+def build_preview(p: beam.Pipeline, cfg: ConvertConfig, spill_dir: str, result_path: str) -> None:
+    """--dry_run on a local run: what a run would do, found before any image
+    is read (the listing, labels, splits and, for an incremental version, the
+    match with the previous version's provenance), written as JSON to
+    `result_path` (a local file) for the launcher to print (report.print_preview)."""
+    out = cfg.output
+    listed = p | "ListInputs" >> ListInputs(cfg.inputs, spill_dir, out.racy_after_ns)
+    listing = _spilled(listed[RECORDS], "SpillListing", spill_dir)
+    labeled = listing | "AssignLabels" >> AssignLabels(cfg.labels, cfg.inputs.extra_columns)
+    split = labeled[RECORDS] | "Split" >> Split(cfg.splits, cfg.shards.seed, cfg.shards.max_per_split, spill_dir)
+    fp = listed[FINGERPRINT] | "Fingerprint" >> RunFingerprint(
+        fingerprint.options_digest(cfg.fingerprint_options()), labeled["label_map"])
+    records = split[RECORDS]
+    stats = [pc for pc in (listed[STATS], split.get(STATS)) if pc is not None]
+    if out.previous is not None:
+        matched = records | "MatchPrevious" >> MatchPrevious(out.previous, cfg.shards.seed, cfg.images.reads.timeout,
+                                                             spill_dir)
+        records = matched[RECORDS]
+        stats.append(matched[STATS])
+    rejected = ([pc for pc in (listed.get(REJECTS), labeled[REJECTS], split[REJECTS]) if pc is not None]
+                | "Rejects" >> beam.Flatten() | "CountRejects" >> beam.Map(lambda b: ("rejected", spill.count(b))))
+    totals = (records | "SplitTotals" >> beam.FlatMap(_split_totals)
+              | "SumTotals" >> beam.CombinePerKey(_sum_triples))
+    all_stats = (*stats, rejected) | "AllStats" >> beam.Flatten() | "SumStats" >> beam.CombinePerKey(sum)
+    side = beam.pvalue
+    (p | "Once" >> beam.Create([None])
+     | "Preview" >> beam.Map(_write_preview, result_path, side.AsDict(all_stats), side.AsDict(totals),
+                             side.AsSingleton(fp), side.AsSingleton(labeled["label_map"])))
+
+
+def _split_totals(batch) -> list:
+    """[(split, (records, bytes listed, records to read))] of a batch."""
+    sums: dict = {}
+    for r in spill.load(batch):
+        c, b, n = sums.get(r.split, (0, 0, 0))
+        sums[r.split] = (c + 1, b + max(r.size, 0), n + (0 if r.prev else 1))
+    return sorted(sums.items())
+
+
+def _sum_triples(values) -> tuple:
+    c = b = n = 0
+    for x, y, z in values:
+        c, b, n = c + x, b + y, n + z
+    return c, b, n
+
+
+def _write_preview(_, path: str, stats: dict, totals: dict, run_fp: str, label_map) -> None:
+    import json
+    body = {"stats": stats, "splits": {k: list(v) for k, v in sorted(totals.items())}, "fingerprint": run_fp,
+            "classes": len(label_map.ids), "new_classes": list(label_map.new_names)}
+    with open(path, "w") as f:
+        json.dump(body, f)
+
+
 def _reuse(cfg: ConvertConfig) -> Reuse:
     """Where shards are staged for a rerun to resume, which version's records
     may be copied, and whether each shard's provenance is written (a

@@ -231,7 +231,7 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
     all_shards = [s for ss in by_split.values() for s in ss]
     manifest = build_manifest(spec, got, by_split)
     if out.root and out.keep_versions:
-        manifest["made"]["versions_removed"] = _versions_to_remove(out)
+        manifest["made"]["versions_removed"] = versions_to_remove(out)
     companions = _companions(got, manifest)
     run_lock.check(out.lock_dir, out.run_id)  # the last moment before the old output is touched
     with _writing(out.output):
@@ -267,7 +267,7 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
     return manifest
 
 
-def _versions_to_remove(out) -> list:
+def versions_to_remove(out) -> list:
     """--keep_versions: the complete versions beyond the newest N, never the
     one LATEST names nor this one; folders without a manifest (a run that
     failed or is being written) are never counted or removed."""
@@ -276,15 +276,18 @@ def _versions_to_remove(out) -> list:
     except Exception:  # no LATEST yet
         latest = ""
     complete = [(out.run_id, out.version)]
+    protect = {out.version}
     for name in fsutil.list_subdirs(out.root):
         if name == out.version or not layout.VERSION_NAME.match(name):
             continue
         try:
-            run_id = layout.read_manifest(fsutil.join(out.root, name), check=False).get("run_id")
+            run_id = str(layout.read_manifest(fsutil.join(out.root, name), check=False).get("run_id"))
         except Exception:  # no manifest: not a complete version
             continue
-        complete.append((str(run_id), name))
-    return provenance.versions_beyond(complete, out.keep_versions, (out.version, latest))
+        complete.append((run_id, name))
+        if name == latest and run_id[:15] > out.run_id[:15]:
+            protect.add(name)  # a later run's version, which LATEST keeps naming (layout.publish_latest)
+    return provenance.versions_beyond(complete, out.keep_versions, protect)
 
 
 def _refuse_too_many_rejects(spec: PublishSpec, got: RunResults) -> None:

@@ -85,12 +85,11 @@ def load_done(where: str, name: str, split: str, index: int, num_shards: int) ->
     path = fsutil.join(where, name + DONE_SUFFIX)
     try:
         data = _read_capped(path, MAX_DONE)
-    except FileNotFoundError:
-        return None
     except gcs.StorageUnavailable:
         raise
-    except Exception as e:  # unreadable: written again
-        log.warning("resume: %s cannot be read (%s); the shard is written again", path, e)
+    except Exception as e:  # none (the usual case), or unreadable: written again
+        if fsutil.error_reason(e) != "missing":
+            log.warning("resume: %s cannot be read (%s); the shard is written again", path, e)
         return None
     if data is None:
         return None
@@ -175,11 +174,11 @@ def recover(parent: str) -> list:
         journal = fsutil.join(where, JOURNAL)
         try:
             data = _read_capped(journal, MAX_JOURNAL)
-        except FileNotFoundError:
-            continue
         except gcs.StorageUnavailable:
             raise
-        except Exception:  # unreadable: nothing to undo from it
+        except Exception as e:  # none (the usual case), or unreadable: nothing to undo from it
+            if fsutil.error_reason(e) == "missing":
+                continue
             data = None
         body = _parse_journal(data, where, parent)
         if body is not None:
