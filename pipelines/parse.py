@@ -166,12 +166,15 @@ def build_config(o, run_id: str, progress: bool = False) -> ConvertConfig:
         raise UsageError("give exactly one of --input (an image folder tree) or --label_table (a CSV/TSV/JSONL "
                          "label table with --image_root)")
     inputs, split, label_from = _folder_input(o) if o.input else _table_input(o)
-    previous_version, previous = "", None
+    previous_version, previous, broken = "", None, ""
     if o.versioned:
         try:
             previous_version, previous = versions.read_latest(fsutil.normalize_root(o.output))
         except ValueError as e:
-            raise UsageError(str(e)) from None
+            if not o.full:
+                raise UsageError(f"{e}. Pass --full to convert everything again (the class ids of that version "
+                                 "are then lost, unless --label_map gives them)") from None
+            previous_version, broken = versions.latest_name(fsutil.normalize_root(o.output)), str(e)
         inputs = dataclasses.replace(inputs, fingerprint_root=inputs.kind is InputKind.TABLE)
     elif o.version or o.republish_unchanged or o.full or o.keep_versions:
         raise UsageError("--version, --republish_unchanged, --full and --keep_versions need --versioned")
@@ -189,10 +192,10 @@ def build_config(o, run_id: str, progress: bool = False) -> ConvertConfig:
         images=images, shards=shards,
         output=_output_spec(o, run_id, keys, progress, previous_version, previous),
         max_reject_fraction=_fraction(o.max_reject_fraction), quality=quality)
-    return _incremental(cfg, o, previous)
+    return _incremental(cfg, o, previous, broken)
 
 
-def _incremental(cfg: ConvertConfig, o, previous: Optional[dict]) -> ConvertConfig:
+def _incremental(cfg: ConvertConfig, o, previous: Optional[dict], broken: str = "") -> ConvertConfig:
     """Where a killed run of these inputs resumes, and (--versioned) whether
     the records of the version LATEST names may be copied, or why not."""
     out, inputs = cfg.output, cfg.inputs
@@ -208,7 +211,8 @@ def _incremental(cfg: ConvertConfig, o, previous: Optional[dict]) -> ConvertConf
         expect = {"tool_version": __version__, "options": cfg.fingerprint_options(),
                   "image_library": resize.library_versions(), "compression": cfg.shards.compression.value,
                   "output_format": cfg.shards.output_format.value}
-        why = "--full was given" if o.full else provenance.why_full(previous, expect)
+        why = (f"LATEST names {out.previous_version}, whose manifest cannot be read" if broken
+               else "--full was given" if o.full else provenance.why_full(previous, expect))
         prev = None
         if not why:
             try:

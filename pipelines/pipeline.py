@@ -50,7 +50,7 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "",
     # [Rec + split, shuffle key]
     options_digest = fingerprint.options_digest(cfg.fingerprint_options())
     fp = listed[FINGERPRINT] | "Fingerprint" >> RunFingerprint(options_digest, labeled["label_map"])
-    # singleton: sha256 of the listing, the options and the label map
+    # singleton: (recorded, compared) sha256 of the listing, the options and the label map
     records = split[RECORDS]
     if out.previous_fingerprint and not out.republish:
         records = _spilled(records, "SpillSplit", spill_dir) | "SkipIfUnchanged" >> beam.FlatMap(
@@ -162,9 +162,10 @@ def _sum_triples(values) -> tuple:
     return c, b, n
 
 
-def _write_preview(_, path: str, stats: dict, totals: dict, run_fp: str, label_map) -> None:
+def _write_preview(_, path: str, stats: dict, totals: dict, run_fp: tuple, label_map) -> None:
     import json
-    body = {"stats": stats, "splits": {k: list(v) for k, v in sorted(totals.items())}, "fingerprint": run_fp,
+    body = {"stats": stats, "splits": {k: list(v) for k, v in sorted(totals.items())},
+            "fingerprint": fingerprint.compared(run_fp),
             "classes": len(label_map.ids), "new_classes": list(label_map.new_names)}
     with open(path, "w") as f:
         json.dump(body, f)
@@ -193,9 +194,18 @@ def why_not_near(cfg: ConvertConfig) -> str:
     return ""
 
 
+def _ids(label_map) -> dict:
+    """The label map as the fingerprint covers it: not which classes this run
+    added, so the run after an extension finds the same map unchanged."""
+    d = label_map.to_json()
+    d.pop("extended_with", None)
+    return d
+
+
 class RunFingerprint(beam.PTransform):
-    """The run's fingerprint from the listing's per-unit digests, the
-    options' digest and the label map that resulted."""
+    """The run's fingerprints (fingerprint.combine_run: the one recorded,
+    the one compared) from the listing's per-unit digests, the options'
+    digest and the label map that resulted."""
 
     def __init__(self, options_digest: str, label_map):
         super().__init__()
@@ -207,6 +217,6 @@ class RunFingerprint(beam.PTransform):
         return (digests
                 | "All" >> beam.combiners.ToList()
                 | "Combine" >> beam.Map(
-                    lambda ds, lm: fingerprint.combine(
-                        ds + [("label_map", fingerprint.options_digest(lm.to_json()))], options_digest),
+                    lambda ds, lm: fingerprint.combine_run(
+                        ds + [("label_map", fingerprint.options_digest(_ids(lm)))], options_digest),
                     beam.pvalue.AsSingleton(self._label_map)))

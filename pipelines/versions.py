@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 from typing import Optional
 
-from tfrecord_pipelines.transforms.storage import layout
+from tfrecord_pipelines.transforms.storage import fsutil, layout
 
 LATEST = layout.LATEST
 VERSION_NAME = layout.VERSION_NAME
@@ -22,3 +22,12 @@ read_latest = layout.read_latest  # LATEST is read and written in one module
 def new_version_name(now: Optional[datetime.datetime] = None) -> str:
     now = now or datetime.datetime.now(datetime.timezone.utc)
     return now.strftime("v%Y%m%d-%H%M%S")
+
+
+def latest_name(root: str) -> str:
+    """The version name LATEST holds, or "" (none, or not a version name)."""
+    try:
+        name = fsutil.read_bytes(fsutil.join(root, LATEST)).decode("utf-8").strip()
+    except Exception:  # no LATEST, or unreadable
+        return ""
+    return name if VERSION_NAME.match(name) else ""

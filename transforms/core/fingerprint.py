@@ -46,5 +46,29 @@ def combine(unit_digests: Iterable[tuple], options_hex: str) -> str:
     return h.hexdigest()
 
 
-def unchanged(fingerprint: str, previous: str) -> bool:
-    return bool(previous) and fingerprint == previous
+# A listing unit's digest of the files whose times are too recent to trust
+# (transforms/core/provenance.py, racy) is named with this prefix: it counts
+# towards the fingerprint a run compares with the previous version's, not
+# towards the one it records, so a file changed just after a listing makes the
+# next run see a change, and the run after that does not see one again.
+RACY = "racy:"
+
+
+def combine_run(unit_digests: Iterable[tuple], options_hex: str) -> tuple:
+    """(recorded, compared) fingerprints of a run: the manifest records the
+    first; the second also covers the racy files and is what the run compares
+    with the previous version's, and names its resume area."""
+    ds = list(unit_digests)
+    return combine([d for d in ds if not d[0].startswith(RACY)], options_hex), combine(ds, options_hex)
+
+
+def recorded(fingerprint) -> str:
+    return fingerprint[0] if isinstance(fingerprint, tuple) else fingerprint
+
+
+def compared(fingerprint) -> str:
+    return fingerprint[1] if isinstance(fingerprint, tuple) else fingerprint
+
+
+def unchanged(fingerprint, previous: str) -> bool:
+    return bool(previous) and compared(fingerprint) == previous

@@ -19,13 +19,14 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from tfrecord_pipelines.transforms.core import tables
-from tfrecord_pipelines.transforms.core.fingerprint import FINGERPRINT
+from tfrecord_pipelines.transforms.core.fingerprint import FINGERPRINT, RACY
 from tfrecord_pipelines.transforms.core.labels import nfc
 from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec, Reject, reject
 from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS, STATS, InputKind, InputSpec
 from tfrecord_pipelines.transforms.storage import listing, spill
 
 BATCH = 500
+_EMPTY = hashlib.sha256().hexdigest()
 
 
 def batched(items: Iterable, size: int = BATCH) -> Iterator[list]:
@@ -46,14 +47,16 @@ class _WalkFn(beam.DoFn):
     def process(self, unit_bytes: bytes):
         unit = listing.unit_from_bytes(unit_bytes)
         counts = collections.Counter()
-        digest = hashlib.sha256()
+        digest, racy = hashlib.sha256(), hashlib.sha256()
         n = 0
-        for batch in batched(listing.walk_unit(self._root, unit, self._include, counts, digest, self._racy)):
+        for batch in batched(listing.walk_unit(self._root, unit, self._include, counts, digest, self._racy, racy)):
             n += len(batch)
             yield batch
         # Beam's str coder refuses undecodable bytes; the key is the same for a valid name.
         key = unit_bytes.decode("utf-8", "backslashreplace")
         yield beam.pvalue.TaggedOutput(FINGERPRINT, (f"{self._name}/{key}", digest.hexdigest()))
+        if racy.hexdigest() != _EMPTY:
+            yield beam.pvalue.TaggedOutput(FINGERPRINT, (f"{RACY}{self._name}/{key}", racy.hexdigest()))
         yield beam.pvalue.TaggedOutput(STATS, ("listed", n))
         for name, count in counts.items():
             yield beam.pvalue.TaggedOutput(STATS, ("excluded/" + name, count))

@@ -31,7 +31,7 @@ from typing import Iterable, NamedTuple
 
 import apache_beam as beam
 
-from tfrecord_pipelines.transforms.core import provenance, resize, tfds_metadata
+from tfrecord_pipelines.transforms.core import fingerprint, provenance, resize, tfds_metadata
 from tfrecord_pipelines.transforms.core.errors import ConversionError
 from tfrecord_pipelines.transforms.core.features import feature_roles, feature_schema, tfmd_schema
 from tfrecord_pipelines.transforms.core.records import ShardResult
@@ -111,7 +111,7 @@ def build_manifest(spec: PublishSpec, got: RunResults, shards: dict) -> dict:
         "options": spec.options,
         # Re-encoded (resized) bytes are the same for the same options and these versions.
         "image_library": resize.library_versions(),
-        "fingerprint": {"run": got.fingerprint, "options": spec.options_fingerprint},
+        "fingerprint": {"run": fingerprint.recorded(got.fingerprint), "options": spec.options_fingerprint},
         "quality": got.quality,
     }
     tfds_files = tfds_metadata.metadata_files(manifest, "")
@@ -192,7 +192,7 @@ class RunResults(NamedTuple):
     stats: dict         # {"listed": n, "not_selected": n, "excluded/<why>": n}
     label_map: object   # LabelMap
     plans: dict         # {split: SplitPlan}
-    fingerprint: str    # the run's
+    fingerprint: tuple  # the run's (recorded, compared): transforms/core/fingerprint.py
     quality: object = None  # the manifest's "quality" section (transforms/stages/check_quality.py); None: off
 
 
@@ -219,8 +219,9 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
             layout.publish_latest(out.root, out.version, out.run_id)
         return current
     run_lock.check(out.lock_dir, out.run_id)
-    area = resume.area(out.resume_parent, got.fingerprint, spec.tool_version) if out.resume_parent else ""
-    if out.previous_fingerprint and not out.republish and got.fingerprint == out.previous_fingerprint:
+    area = resume.area(out.resume_parent, fingerprint.compared(got.fingerprint), spec.tool_version) \
+        if out.resume_parent else ""
+    if not out.republish and fingerprint.unchanged(got.fingerprint, out.previous_fingerprint):
         logging.getLogger(__name__).warning(
             "inputs and options unchanged since version %s: nothing published", out.previous_version)
         if out.resume_parent:

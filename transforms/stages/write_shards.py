@@ -37,6 +37,7 @@ import google_crc32c
 
 from tfrecord_pipelines.transforms.core.example_codec import bytes_entry
 from tfrecord_pipelines.transforms.core.features import ExampleEncoder
+from tfrecord_pipelines.transforms.core import fingerprint as fp
 from tfrecord_pipelines.transforms.core import provenance, quality
 from tfrecord_pipelines.transforms.core.images import BadImage, ImagePolicy, configure_pillow, reencode_image, validate_record
 from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec, Reject, ShardResult, fingerprint, reject
@@ -210,7 +211,8 @@ class _WriteShardFn(beam.DoFn):
 
     def _where(self, fingerprint: str) -> str:
         r = self._reuse
-        return resume.area(r.resume_parent, fingerprint, r.tool_version) if r.resume_parent else self._staging
+        return resume.area(r.resume_parent, fp.compared(fingerprint), r.tool_version) if r.resume_parent \
+            else self._staging
 
     def process(self, element, label_map, fingerprint=""):
         (split, index, num_shards), groups = element

@@ -78,15 +78,15 @@ def _accept(name: str, patterns: tuple, counts: collections.Counter) -> bool:
 
 
 def walk_unit(root: str, unit: str, patterns: tuple, counts: collections.Counter, digest=None,
-              racy_after_ns: int = 0) -> Iterator[Rec]:
+              racy_after_ns: int = 0, racy_digest=None) -> Iterator[Rec]:
     """Records for one listing unit (see `folder_units`), in sorted order,
     each with its identity (Rec.stamp). With `digest` (a hashlib object),
     each record's path, size and change marker (modification time; on GCS
     the generation) and identity are hashed in that order: the unit's
-    fingerprint. A file changed too recently to trust its times
-    (provenance.racy, after `racy_after_ns`) is hashed with that threshold too,
-    so a run never finds it unchanged since the run whose listing it was
-    racy to (and a rerun of the same run still does)."""
+    fingerprint. The paths of files changed too recently to trust their times
+    (provenance.racy, after `racy_after_ns`) go into `racy_digest`, with that
+    threshold, so a run never finds them unchanged since the run whose listing
+    they were racy to (transforms/core/fingerprint.py, RACY)."""
     if root.startswith("gs://"):
         recs = _walk_gcs(root, unit, patterns, counts)
     elif not fsutil.is_local(root):
@@ -100,8 +100,8 @@ def walk_unit(root: str, unit: str, patterns: tuple, counts: collections.Counter
         if digest is not None:
             digest.update(f"{rec.rel}\0{rec.size}\0{mtime}\0{provenance.stamp_text(rec.stamp)}\n"
                           .encode("utf-8", "surrogateescape"))
-            if provenance.racy(rec.stamp, racy_after_ns):
-                digest.update(b"racy after %d\n" % racy_after_ns)
+        if racy_digest is not None and provenance.racy(rec.stamp, racy_after_ns):
+            racy_digest.update(f"{racy_after_ns}\0{rec.rel}\n".encode("utf-8", "surrogateescape"))
         yield rec
 
 
