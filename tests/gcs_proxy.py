@@ -12,7 +12,7 @@ under test) and is controlled over HTTP on its own port: `POST /__proxy/set`
 with a JSON object of settings, `GET /__proxy/stats`.
 
 `stats()["by_prefix"]` counts requests by the first segment of the object
-name (or listed prefix) they concern.
+name (or listed prefix) they concern; `media_by_prefix` the downloads.
 
 Settings (all changeable at run time):
   latency_ms             held before every request is forwarded (a round trip)
@@ -121,7 +121,8 @@ class _State:
         self.reset_stats()
 
     def reset_stats(self) -> None:
-        self.stats = {"requests": 0, "media": 0, "by_method": {}, "faults": {}, "connections": 0, "by_prefix": {}}
+        self.stats = {"requests": 0, "media": 0, "by_method": {}, "faults": {}, "connections": 0, "by_prefix": {},
+                      "media_by_prefix": {}}
 
     def count(self, key: str, sub: str = "") -> None:
         with self.lock:
@@ -162,7 +163,7 @@ def _live_generation(state: _State, bucket: str, quoted_name: str):
 
 def _top_prefix(path: str) -> str:
     """The first segment of the object name a request reads or writes, or of
-    the prefix it lists ("" for other requests): requests by dataset, e.g.
+    the prefix it lists ("(none)" for other requests): requests by dataset, e.g.
     an input folder's against an output's."""
     url = urllib.parse.urlsplit(path)
     m = _OBJECT.match(url.path)
@@ -171,7 +172,7 @@ def _top_prefix(path: str) -> str:
     else:
         query = urllib.parse.parse_qs(url.query)
         name = (query.get("prefix") or query.get("name") or [""])[0]
-    return name.split("/", 1)[0]
+    return name.split("/", 1)[0] or "(none)"
 
 
 def _upload_name(query: dict, body: bytes):
@@ -248,6 +249,7 @@ class _Handler(http_server.BaseHTTPRequestHandler):
         st.count("by_prefix", _top_prefix(self.path))
         if self.command == "GET" and "alt=media" in self.path:
             st.count("media")
+            st.count("media_by_prefix", _top_prefix(self.path))
         faulty = not s["fault_paths"] or any(p in urllib.parse.unquote(self.path) for p in s["fault_paths"])
         if faulty and s["blackhole"]:
             st.count("faults", "blackhole")

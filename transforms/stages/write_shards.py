@@ -208,6 +208,7 @@ class _WriteShardFn(beam.DoFn):
         self._validated = Progress(self._progress_dir if self._validate else "", "validate")
         self._pool = None
         self._encoders: dict = {}  # label kind -> ExampleEncoder (the kind comes with the label map)
+        self._done = None  # the resume area's done-records, when first needed
 
     def _where(self, fingerprint: str) -> str:
         r = self._reuse
@@ -219,7 +220,7 @@ class _WriteShardFn(beam.DoFn):
         recs = [rec for _, rec in sorted((it for g in groups for it in spill.load(g)), key=operator.itemgetter(0))]
         name = shard_name(split, index, num_shards, self._compression.suffix, self._output_format.extension)
         where = self._where(fingerprint)
-        if self._reuse.resume_parent:
+        if self._reuse.resume_parent and self._done_names(where) and name + resume.DONE_SUFFIX in self._done:
             done = resume.load_done(where, name, split, index, num_shards)
             if done is not None:  # a killed run of these inputs completed it: kept
                 result, rejects, rows = done
@@ -231,6 +232,13 @@ class _WriteShardFn(beam.DoFn):
                 yield result
                 return
         yield from self._write(split, index, num_shards, name, where, recs, label_map)
+
+    def _done_names(self, where: str) -> bool:
+        """Whether the resume area holds done-records, listed once per
+        instance (a shard completed since is written again: the same bytes)."""
+        if self._done is None:
+            self._done = {n for n in fsutil.list_dir(where) if n.endswith(resume.DONE_SUFFIX)}
+        return bool(self._done)
 
     def _write(self, split, index, num_shards, name, where, recs, label_map):
         temp = fsutil.join(where, f"{name}.{uuid.uuid4().hex}")
