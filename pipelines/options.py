@@ -188,7 +188,8 @@ def add_convert_args(parser) -> None:
     g.add_argument("--versioned", action="store_true", default=False,
                    help="Treat --output as a dataset root: write this run into <output>/<version> and, once its "
                         "manifest is written, point <output>/LATEST at it (a failed run never moves it). Class ids "
-                        "carry over from the version LATEST names; unchanged inputs and options publish nothing")
+                        "carry over from the version LATEST names; the records of unchanged images are copied from "
+                        "it (byte-identical to a full conversion); unchanged inputs and options publish nothing")
     g.add_argument("--version", default="",
                    help="With --versioned: the version folder name (default: the UTC time, v20261121-073000)")
     g.add_argument("--republish_unchanged", action="store_true", default=False,

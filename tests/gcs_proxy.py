@@ -12,7 +12,8 @@ under test) and is controlled over HTTP on its own port: `POST /__proxy/set`
 with a JSON object of settings, `GET /__proxy/stats`.
 
 `stats()["by_prefix"]` counts requests by the first segment of the object
-name (or listed prefix) they concern; `media_by_prefix` the downloads.
+name (or listed prefix) they concern; `media_by_prefix` the downloads, and
+`pinned_media_by_prefix` those pinned to a generation.
 
 Settings (all changeable at run time):
   latency_ms             held before every request is forwarded (a round trip)
@@ -122,7 +123,7 @@ class _State:
 
     def reset_stats(self) -> None:
         self.stats = {"requests": 0, "media": 0, "by_method": {}, "faults": {}, "connections": 0, "by_prefix": {},
-                      "media_by_prefix": {}}
+                      "media_by_prefix": {}, "pinned_media_by_prefix": {}}
 
     def count(self, key: str, sub: str = "") -> None:
         with self.lock:
@@ -250,6 +251,8 @@ class _Handler(http_server.BaseHTTPRequestHandler):
         if self.command == "GET" and "alt=media" in self.path:
             st.count("media")
             st.count("media_by_prefix", _top_prefix(self.path))
+            if "generation=" in self.path:  # a read pinned to a listed generation: a conversion's, not a report's
+                st.count("pinned_media_by_prefix", _top_prefix(self.path))
         faulty = not s["fault_paths"] or any(p in urllib.parse.unquote(self.path) for p in s["fault_paths"])
         if faulty and s["blackhole"]:
             st.count("faults", "blackhole")
