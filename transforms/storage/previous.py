@@ -31,7 +31,8 @@ def read_provenance(folder: str, shard: provenance.PrevShard, timeout: float) ->
     path = fsutil.join(folder, provenance.provenance_name(shard.name))
     try:
         # Size -1: on GCS a ranged read, so an object larger than the manifest says costs no more.
-        data, _, _ = reads.read_input(path, 0, -1, ReadPolicy(max_file_bytes=shard.prov_bytes, timeout=timeout))
+        data, _, _ = reads.read_input(path, 0, -1, ReadPolicy(max_file_bytes=max(1, shard.prov_bytes),
+                                                              timeout=timeout))
     except gcs.StorageUnavailable:
         raise
     except reads.TooLarge:
