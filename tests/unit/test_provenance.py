@@ -233,8 +233,7 @@ def framed_record(rel: str) -> tuple:
 
 
 def needle(rel: str) -> bytes:
-    from tfrecord_pipelines.transforms.stages.write_shards import filename_needle
-    return filename_needle({}, rel)
+    return pv.filename_needle({}, rel)
 
 
 def test_check_framed_finds_every_damage():
@@ -282,3 +281,15 @@ def test_versions_beyond_keeps_the_newest_and_never_a_protected_one():
     assert pv.versions_beyond(complete, 2, ("v4", "v1")) == ["v2", "v3"]  # LATEST on an old one stays
     assert pv.versions_beyond(complete, 5, ("v4",)) == []
     assert pv.versions_beyond(complete, 1, ("v4",)) == ["v1", "v2", "v3"]
+
+
+def test_only_rejects_decided_by_the_bytes_are_carried():
+    from tfrecord_pipelines.transforms.core.records import Reject
+    r = rec()
+    carried = pv.reject_entry(r, Reject(r.rel, "truncated", "cut", "train"))
+    assert carried is not None and (carried.reason, carried.detail, carried.offset) == ("truncated", "cut", -1)
+    assert pv.parse_entries(pv.encode_entry(carried), 0, 0) == [carried]
+    for reason in ("missing", "unreadable", "not_a_file", "changed", "unknown_label"):
+        assert pv.reject_entry(r, Reject(r.rel, reason, "x", "train")) is None
+    assert pv.reject_entry(r._replace(stamp=()), Reject(r.rel, "corrupt", "x", "train")) is None
+    assert pv.reject_entry(r, Reject(r.rel, "corrupt", "x" * (pv.MAX_DETAIL + 1), "train")) is None

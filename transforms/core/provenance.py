@@ -33,7 +33,9 @@ from typing import Iterable, NamedTuple, Optional
 
 import google_crc32c
 
-from tfrecord_pipelines.transforms.core.records import Reason, Rec
+from tfrecord_pipelines.transforms.core import quality
+from tfrecord_pipelines.transforms.core.example_codec import bytes_entry
+from tfrecord_pipelines.transforms.core.records import Reason, Rec, Reject
 from tfrecord_pipelines.transforms.core.tfrecord_io import mask
 
 FORMAT = "tfrecord-pipelines/provenance/v1"
@@ -377,6 +379,53 @@ def check_framed(framed: bytes, rec: Rec, needle: bytes) -> str:
     if needle and framed.rfind(needle, 12, len(framed) - 4) < 0:
         return "it holds another file's record"
     return ""
+
+
+# ---- what the writer records of each shard ----------------------------------------------------------------------
+
+
+class Written(NamedTuple):
+    """A record written, waiting for its perceptual hash (computed a batch at a time)."""
+    rec: Rec
+    sha256_hex: str      # of the stored bytes
+    hash_input: object   # quality.hash_input of its decode, or None (the hash is rec.phash)
+    where: tuple         # (offset, framed length, masked data CRC) in the shard
+
+
+def flush_written(split: str, waiting: list, rows, entries) -> None:
+    """The quality rows (if `rows` is a list) and provenance entries (if
+    `entries` is) of written records (Written), in shard order."""
+    if not waiting:
+        return
+    phashes = (quality.hashes([w.hash_input for w in waiting]) if any(w.hash_input is not None for w in waiting)
+               else [w.rec.phash for w in waiting])
+    for w, ph in zip(waiting, phashes):
+        rec = w.rec
+        phash = rec.phash if w.hash_input is None else ph
+        if rows is not None:
+            rows.append(quality.Row(rec.rel, split, rec.label_text, rec.label_id, w.sha256_hex, phash,
+                                    rec.width, rec.height))
+        if entries is not None:
+            entries.append(Entry(rec.rel, rec.stamp or NO_STAMP, record_digest(rec), *w.where, w.sha256_hex, phash,
+                                 rec.width, rec.height, rec.sha256))
+
+
+def reject_entry(rec: Rec, r: Reject):
+    """The provenance entry carrying a reject to the next version, or None
+    (a reason about the file's state, or a file without identity)."""
+    if r.reason not in CARRIED_REASONS or not rec.stamp or len(r.detail) > MAX_DETAIL:
+        return None
+    return Entry(rec.rel, rec.stamp, record_digest(rec), reason=r.reason, detail=r.detail)
+
+
+def filename_needle(keys: dict, rel: str) -> bytes:
+    """The Example's encoded file-name entry: a copied record must hold its
+    own (b"" when --feature_keys drops the feature)."""
+    key = keys.get("image/filename", "image/filename")
+    if not key:
+        return b""
+    chunks, _ = bytes_entry(key, rel.encode("utf-8", "surrogateescape"))
+    return b"".join(chunks)
 
 
 # ---- resume: a shard's done-record --------------------------------------------------------------------------------

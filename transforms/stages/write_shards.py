@@ -19,7 +19,21 @@ With --index_files, the shard's index (one line `<offset> <length>` per
 record, the format of DALI's tfrecord2idx) is built from the writer's byte
 counts as each record is written, and staged and published with the shard.
 
-Input:  ((split, index, num_shards), [packed [(position, Rec), ...], ...])
+Incremental versions (transforms/stages/match_previous.py): a record that
+carries Rec.prev is not read. Its framed bytes are copied from the previous
+version's shard (nearby records in one read: provenance.plan_units), each
+checked first (provenance.check_framed); one that fails is read from its
+source instead. A reject the previous version decided from the file's bytes
+is carried. With --versioned, each shard's provenance file (what a later
+version needs to do the same) is written beside it.
+
+Resume (transforms/storage/resume.py): shards are staged in the resume area
+named after the run's fingerprint, each followed by its done-record once its
+files are complete; a shard that has a sound done-record there is not written
+again: its result, rejects and quality rows are emitted from the record.
+
+Input:  ((split, index, num_shards), [packed [(position, Rec), ...], ...]); side inputs: the
+        label map, the run's fingerprint
 Output: ShardResult; rejects [Reject]; quality [quality.Row] per shard (with quality_rows)
 """
 from __future__ import annotations
@@ -35,7 +49,6 @@ from typing import NamedTuple, Union
 import apache_beam as beam
 import google_crc32c
 
-from tfrecord_pipelines.transforms.core.example_codec import bytes_entry
 from tfrecord_pipelines.transforms.core.features import ExampleEncoder
 from tfrecord_pipelines.transforms.core import fingerprint as fp
 from tfrecord_pipelines.transforms.core import provenance, quality
@@ -114,57 +127,6 @@ def prepare(rec: Rec, policy: ImagePolicy, validate: bool) -> Union[Prepared, Re
     if policy.resize.enabled:  # image/original/sha256: of the file as read
         rec = rec._replace(orig_sha256=sha if data is original else hashlib.sha256(original).hexdigest())
     return Prepared(rec, data, sha, hash_src)
-
-
-class _Written(NamedTuple):
-    """A record written, waiting for its perceptual hash (computed a batch at a time)."""
-    rec: Rec
-    sha256_hex: str      # of the stored bytes
-    hash_input: object   # quality.hash_input of its decode, or None (the hash is rec.phash)
-    where: tuple         # (offset, framed length, masked data CRC) in the shard
-
-
-def rows_with_hashes(split: str, waiting: list) -> list:
-    """The quality rows of written records [(rec, sha256 hex, hash input or None)]."""
-    phashes = quality.hashes([src for _, _, src in waiting])
-    return [quality.Row(rec.rel, split, rec.label_text, rec.label_id, sha, rec.phash if src is None else ph,
-                        rec.width, rec.height) for (rec, sha, src), ph in zip(waiting, phashes)]
-
-
-def flush_written(split: str, waiting: list, rows, entries) -> None:
-    """The quality rows (if `rows` is a list) and provenance entries (if
-    `entries` is) of written records (_Written), in shard order."""
-    if not waiting:
-        return
-    phashes = (quality.hashes([w.hash_input for w in waiting]) if any(w.hash_input is not None for w in waiting)
-               else [w.rec.phash for w in waiting])
-    for w, ph in zip(waiting, phashes):
-        rec = w.rec
-        phash = rec.phash if w.hash_input is None else ph
-        if rows is not None:
-            rows.append(quality.Row(rec.rel, split, rec.label_text, rec.label_id, w.sha256_hex, phash,
-                                    rec.width, rec.height))
-        if entries is not None:
-            entries.append(provenance.Entry(rec.rel, rec.stamp or provenance.NO_STAMP, provenance.record_digest(rec),
-                                            *w.where, w.sha256_hex, phash, rec.width, rec.height, rec.sha256))
-
-
-def reject_entry(rec: Rec, r: Reject):
-    """The provenance entry carrying a reject to the next version, or None
-    (a reason about the file's state, or a file without identity)."""
-    if r.reason not in provenance.CARRIED_REASONS or not rec.stamp or len(r.detail) > provenance.MAX_DETAIL:
-        return None
-    return provenance.Entry(rec.rel, rec.stamp, provenance.record_digest(rec), reason=r.reason, detail=r.detail)
-
-
-def filename_needle(keys: dict, rel: str) -> bytes:
-    """The Example's encoded file-name entry: a copied record must hold its
-    own (b"" when --feature_keys drops the feature)."""
-    key = keys.get("image/filename", "image/filename")
-    if not key:
-        return b""
-    chunks, _ = bytes_entry(key, rel.encode("utf-8", "surrogateescape"))
-    return b"".join(chunks)
 
 
 class Reuse(NamedTuple):
@@ -266,7 +228,7 @@ class _WriteShardFn(beam.DoFn):
                         rejects.append(item)
                         if how != "carried":
                             self._validated.add(0, 0, 1)
-                        e = reject_entry(rec, item) if entries is not None else None
+                        e = provenance.reject_entry(rec, item) if entries is not None else None
                         if e is not None:
                             reject_entries.append(e)
                         continue
@@ -280,9 +242,9 @@ class _WriteShardFn(beam.DoFn):
                         self._validated.add(1, rec.size)
                         chunks, length = encoder.encode(rec, data, sha)
                         crc = writer.write(chunks, length)
-                    waiting.append(_Written(rec, sha, hash_src, (before, writer.bytes_written - before, crc)))
+                    waiting.append(provenance.Written(rec, sha, hash_src, (before, writer.bytes_written - before, crc)))
                     if len(waiting) >= quality.HASH_BATCH:
-                        flush_written(split, waiting, rows, entries)
+                        provenance.flush_written(split, waiting, rows, entries)
                         waiting = []
                     if rec.label_id is not None:
                         label_counts[rec.label_id] += 1
@@ -292,7 +254,7 @@ class _WriteShardFn(beam.DoFn):
                         # written are the record's offset and framed length.
                         index_lines.append(b"%d %d\n" % (before, writer.bytes_written - before))
             crc = writer.close()
-        flush_written(split, waiting, rows, entries)
+        provenance.flush_written(split, waiting, rows, entries)
         index_temp, index_data = self._side_file(where, layout.index_name(name), b"".join(index_lines)) \
             if self._index_files else ("", b"")
         prov_temp, prov_data = ("", b"")
@@ -352,7 +314,7 @@ class _WriteShardFn(beam.DoFn):
         for rec in unit.recs:
             offset, length = rec.prev[2] - unit.start, rec.prev[3]
             framed = data[offset:offset + length]
-            why = provenance.check_framed(framed, rec, filename_needle(self._keys, rec.rel))
+            why = provenance.check_framed(framed, rec, provenance.filename_needle(self._keys, rec.rel))
             if why:
                 if data:
                     log.warning("version %s: the record of %r in %s is damaged (%s); it is read from its source",
