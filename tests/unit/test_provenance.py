@@ -261,7 +261,7 @@ def test_done_records_round_trip_and_refuse_what_they_are_not():
              "bytes": 10, "crc32c": "AAAAAA==", "label_counts": [[0, 2]], "index_temp": "", "index_bytes": 0,
              "index_crc32c": "", "prov_temp": "train-00000-of-00001.tfrecord.prov.x", "prov_bytes": 3,
              "prov_crc32c": "AAAAAA==", "copied": 1, "read": 1, "repaired": 0}
-    rows = [["a", "train", "cat", 0, "ab" * 32, 5, 3, 2]]
+    rows = [["a", "train", "cat", 0, "ab" * 32, 5, 3, 2], ["b", "train", None, None, "cd" * 32, -1, 7, 9]]
     data = pv.done_record(shard, [("b", "corrupt", "x", "train")], rows)
     assert pv.parse_done(data, shard["name"]) == (shard, [["b", "corrupt", "x", "train"]], rows)
     with pytest.raises(pv.ProvenanceError):
