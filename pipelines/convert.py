@@ -80,9 +80,6 @@ def _run(argv: list, prog: str, check_only: bool = False) -> int:
         if debug:
             raise
         print(f"error: {lifecycle.describe_failure(e, cfg.output.output, cfg.output.run_id)}", file=sys.stderr)
-        note = lifecycle.resume_note(cfg) if runtime.is_local(options) else ""
-        if note:
-            print(note, file=sys.stderr)
         return 1
     try:
         if check_only and outcome != "dry_run":  # `tfrecords check`: pipelines/check.py

@@ -227,24 +227,6 @@ def describe_failure(e: BaseException, output: str, run_id: str = "") -> str:
     return f"the run failed: {detail.split(' [while running')[0]} (rerun with --debug for the traceback)"
 
 
-def resume_note(cfg: ConvertConfig) -> str:
-    """After a failed run: where its complete shards wait to be resumed ("" if none do)."""
-    parent = cfg.output.resume_parent
-    if not parent:
-        return ""
-    try:
-        found = [(a, sum(1 for n in fsutil.list_dir(a) if n.endswith(resume.DONE_SUFFIX)))
-                 for a in resume.areas(parent)]
-    except Exception:  # the note is a courtesy
-        return ""
-    found = [(a, n) for a, n in found if n]
-    if not found:
-        return ""
-    where, n = max(found, key=lambda x: x[1])
-    return (f"note: {n:,} complete shard{'s' if n != 1 else ''} wait in {where} for a rerun of the same command, "
-            "which keeps them (remove that folder to free its space)")
-
-
 def _rejects_by_reason(output: str, run_id: str) -> str:
     """For a run refused for its rejects: the counts by reason, from the
     rejects file the publish step wrote."""

@@ -163,18 +163,19 @@ def test_too_many_rejects_publish_nothing_and_keep_the_rejects(tmp_path, capsys)
     names = os.listdir(out)
     assert "manifest.json" not in names and not shard_files(out), names  # nothing published
     # No lock or staging left; the complete shards wait in the resume area for a rerun (with another
-    # --max_reject_fraction, say), which the failure message names.
+    # --max_reject_fraction, say), which keeps them.
     assert [n for n in names if n.startswith(".")] == [n for n in names if n.startswith(".tfrecords-resume-")], names
-    assert "for a rerun of the same command" in err
+    assert len([n for n in names if n.startswith(".tfrecords-resume-")]) == 1, names
     failed = glob.glob(os.path.join(out, "failed-*.rejects.jsonl"))
     assert len(failed) == 1, names
     kept = rejects(out, os.path.basename(failed[0]))
     assert {p: r["reason"] for p, r in kept.items()} == {"cat/empty0.jpg": "empty", "cat/empty1.jpg": "empty",
                                                          "dog/page.jpg": "not_an_image"}
     assert os.path.basename(failed[0]) in err
-    # Pass 1 to never fail.
+    # Pass 1 to never fail: the refused run's shard is kept, not written again.
     assert convert("--input", root, "--output", out, "--max_reject_fraction", "1") == 0
     assert manifest(out)["rejects_by_reason"] == {"empty": 2, "not_an_image": 1}
+    assert "resumed: 1 shard" in capsys.readouterr().out and manifest(out)["made"]["shards_resumed"] == 1
 
 
 # --- tables: ambiguous ids, .gz, named columns, extra columns, label types ----------------------
