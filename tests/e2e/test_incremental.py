@@ -575,3 +575,50 @@ def test_a_dry_run_says_what_would_happen_and_reads_and_writes_nothing(tmp_path,
     capsys.readouterr()
     assert convert(*base, "--dry_run") == 0
     assert "would publish nothing: inputs and options are the same as version v3" in capsys.readouterr().out
+
+
+# ---- other options -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("extra,also_read", [
+    # Two reads, duplicates dropped before planning: the copy not written is read again each time.
+    (["--duplicates", "keep_one"], {"dog/copy.jpg"}),
+    (["--resize_shorter_side", "14"], set()),              # re-encoded records
+    # No file name inside the Example to check (nor for report.html to find the duplicate pair's
+    # pictures in the shards: it opens those two files).
+    (["--feature_keys", "image/filename="], {"cat/0.jpg", "dog/copy.jpg"}),
+    (["--quality", "off", "--validate", "header"], set()),
+], ids=["keep_one", "resize", "no_filename", "header_no_quality"])
+def test_incremental_with_other_options_is_byte_identical(tmp_path, opens, extra, also_read):
+    images, root, scratch = str(tmp_path / "images"), str(tmp_path / "ds"), str(tmp_path / "scratch")
+    make_tree(images, per_class=6)
+    with open(os.path.join(images, "cat", "0.jpg"), "rb") as f:
+        write(os.path.join(images, "dog", "copy.jpg"), f.read())  # an exact duplicate
+    settle()
+    src = ["--input", images]
+    base = [*src, "--output", root, "--versioned", "--extend_label_map", *OPTS, *extra]
+    assert convert(*base, "--version", "v1") == 0
+    write(os.path.join(images, "bird", "new.jpg"), image_bytes(22, 18, seed=61))
+    write(os.path.join(images, "cat", "4.jpg"), image_bytes(26, 14, seed=62))
+    settle()
+    opens.watch(images)
+    assert convert(*base, "--version", "v2") == 0
+    assert opens.taken() == {"bird/new.jpg", "cat/4.jpg"} | also_read
+    out = os.path.join(root, "v2")
+    assert manifest(out)["made"]["from_version"] == "v1"
+    assert_same_as_full(out, images, scratch, *src, *extra)
+
+
+@pytest.mark.parametrize("extra,why", [
+    (["--compression", "gzip"], "uncompressed TFRecord"),
+    (["--output_format", "array_record"], "uncompressed TFRecord"),
+])
+def test_compressed_or_array_record_shards_are_converted_in_full(tmp_path, capsys, extra, why):
+    images, root = str(tmp_path / "images"), str(tmp_path / "ds")
+    make_tree(images, per_class=2)
+    base = ["--input", images, "--output", root, "--versioned", *extra]
+    assert convert(*base, "--version", "v1") == 0
+    assert "provenance" not in os.listdir(os.path.join(root, "v1"))
+    write(os.path.join(images, "cat", "new.jpg"), image_bytes(seed=8))
+    capsys.readouterr()
+    assert convert(*base, "--version", "v2") == 0
+    assert f"full conversion: records are copied from {why} shards only" in capsys.readouterr().out

@@ -295,15 +295,15 @@ def why_full(manifest: Optional[dict], expect: dict) -> str:
     compression and output_format."""
     if not manifest:
         return "no previous version"
+    if expect["compression"] != "none" or expect["output_format"] != "tfrecord":
+        return ("records are copied from uncompressed TFRecord shards only (--compression none, --output_format "
+                "tfrecord)")
     inc = manifest.get("incremental")
     if not isinstance(inc, dict) or inc.get("format") != FORMAT:
         return f"it was written without provenance (tool version {str(manifest.get('tool_version'))[:40]})"
     if manifest.get("tool_version") != expect["tool_version"]:
         return (f"it was written by tool version {str(manifest.get('tool_version'))[:40]}, this is "
                 f"{expect['tool_version']}")
-    if expect["compression"] != "none" or expect["output_format"] != "tfrecord":
-        return ("records are copied from uncompressed TFRecord shards only (--compression none, --output_format "
-                "tfrecord)")
     changed = changed_options(inc.get("options"), expect["options"])
     if changed:
         return "options changed: " + ", ".join(changed[:8]) + (", ..." if len(changed) > 8 else "")
