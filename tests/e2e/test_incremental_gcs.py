@@ -1,9 +1,9 @@
 """Incremental versions and resume with a bucket (issue 23), against the GCS
 emulator behind tests/gcs_proxy.py (GCS's generation rules enforced, requests
-counted by prefix): each increment's output byte-identical to a full
+counted by prefix): seven increments, each output byte-identical to a full
 conversion, only the new and rewritten objects downloaded, the previous
-version's records read in ranged requests; a killed run writing into a bucket
-resumes from its resume area there."""
+version in a bucket too; a killed run writing into a bucket resumes from its
+resume area there."""
 import json
 import os
 import subprocess
@@ -70,15 +70,36 @@ def test_increments_in_a_bucket_are_byte_identical_and_read_only_what_changed(gc
         return 2
     steps.append(new_class)
 
+    def same_bytes_again():  # uploaded again unchanged: a new generation, so read again (and the same record)
+        bucket().blob("inc1/dog/3.jpg").upload_from_filename(os.path.join(local, "dog", "3.jpg"))
+        return 1
+    steps.append(same_bytes_again)
+
+    def rename():  # a copy and a delete: a new path, read; the old one removed
+        bucket().copy_blob(bucket().blob("inc1/bird/4.jpg"), bucket(), "inc1/bird/4b.jpg")
+        bucket().blob("inc1/bird/4.jpg").delete()
+        os.rename(os.path.join(local, "bird", "4.jpg"), os.path.join(local, "bird", "4b.jpg"))
+        labels["bird/4b.jpg"] = labels.pop("bird/4.jpg")
+        return 1
+    steps.append(rename)
+
+    def truncated():  # read, and rejected
+        bucket().blob("inc1/cat/cut.jpg").upload_from_string(image_bytes(30, 30, seed=9)[:150])
+        return 1
+    steps.append(truncated)
+
     for i, change in enumerate(steps, start=2):
         read = change()
         stats = run(f"v{i}")
-        # Downloads from the input: exactly the new and rewritten objects; the rest are listings.
-        assert stats["media_by_prefix"].get("inc1", 0) == read, stats
+        # The conversion's downloads from the input (pinned to the listed generation): exactly the new and
+        # rewritten objects; the other requests are listings, and report.html's picture of a reject.
+        assert stats["pinned_media_by_prefix"].get("inc1", 0) == read, stats
+        assert stats["media_by_prefix"].get("inc1", 0) <= read + 1, stats
         out = str(tmp_path / f"v{i}")
         got = files(f"dsinc1/v{i}", out)
         m = manifest(out)
-        assert m["made"]["images_read"] == read and m["made"]["records_copied"] == m["counts"]["written"] - read
+        written_new = read - m["counts"]["rejected"]
+        assert m["made"]["images_read"] == read and m["made"]["records_copied"] == m["counts"]["written"] - written_new
         check_against_source(out, labels, local)
         # A fresh full conversion of the same inputs, options and label map writes the same files.
         full_root = f"gs://{BUCKET}/fullinc{i}"
@@ -86,6 +107,7 @@ def test_increments_in_a_bucket_are_byte_identical_and_read_only_what_changed(gc
                        "--label_map", os.path.join(out, "label_map.json")) == 0
         assert got == files(f"fullinc{i}/full", str(tmp_path / f"full{i}"))
     assert manifest(str(tmp_path / "v5"))["label_map"]["classes"]["ant"] == 3
+    assert manifest(str(tmp_path / "v8"))["rejects_by_reason"] == {"truncated": 1}
 
 
 def test_a_killed_run_into_a_bucket_resumes_from_its_resume_area(gcs, tmp_path, capsys):

@@ -58,6 +58,8 @@ CLAIMS = {
         "test_incremental.py::test_a_label_changed_in_a_table_is_re_read_and_the_rest_copied",
         "test_incremental_gcs.py::test_increments_in_a_bucket_are_byte_identical_and_read_only_what_changed",
         "test_incremental.py::test_changed_options_or_full_convert_everything_and_say_why",
+        "test_incremental.py::test_incremental_with_other_options_is_byte_identical",
+        "test_incremental.py::test_compressed_or_array_record_shards_are_converted_in_full",
         "test_incremental.py::test_a_missing_or_damaged_previous_shard_is_read_from_the_sources",
         "test_incremental.py::test_damaged_or_forged_provenance_never_yields_a_wrong_record",
         "test_incremental.py::test_killed_while_writing_then_resumed_is_byte_identical",
