@@ -622,3 +622,30 @@ def test_compressed_or_array_record_shards_are_converted_in_full(tmp_path, capsy
     capsys.readouterr()
     assert convert(*base, "--version", "v2") == 0
     assert f"full conversion: records are copied from {why} shards only" in capsys.readouterr().out
+
+
+def test_a_publish_journal_moves_only_between_its_area_and_its_output(tmp_path):
+    """A killed publish is undone from its journal; a journal (damaged, or
+    planted) naming files elsewhere moves nothing."""
+    from tfrecord_pipelines.transforms.storage import resume
+    root = str(tmp_path / "ds")
+    area = os.path.join(root, ".tfrecords-resume-0123456789abcdef")
+    os.makedirs(os.path.join(root, "v9"))
+    write(os.path.join(root, "v9", "train-00000-of-00001.tfrecord"), b"shard")
+    write(os.path.join(root, "v9", "label_map.json"), b"{}")
+    outside = write(str(tmp_path / "precious.txt"), b"keep me")
+    resume.write_journal(area, os.path.join(root, "v9"),
+                         [(os.path.join(area, "train-00000-of-00001.tfrecord.abc"),
+                           os.path.join(root, "v9", "train-00000-of-00001.tfrecord"))],
+                         ["label_map.json"], versioned=True)
+    assert resume.recover(root) == [f"a run killed while publishing into {root}/v9 was undone: 1 of its files moved "
+                                    "back to be resumed"]
+    assert os.listdir(area) == ["train-00000-of-00001.tfrecord.abc"] and not os.path.exists(os.path.join(root, "v9"))
+    for moves, companions in (([(outside, os.path.join(area, "x"))], []),           # from outside the output
+                              ([(os.path.join(area, "y"), os.path.join(root, "v9", "../../precious.txt"))], []),
+                              ([], ["../precious.txt"])):                           # a companion outside
+        os.makedirs(os.path.join(root, "v9"), exist_ok=True)
+        resume.write_journal(area, os.path.join(root, "v9"), moves, companions, versioned=True)
+        assert resume.recover(root) == []
+        assert open(outside, "rb").read() == b"keep me" and not os.path.exists(os.path.join(root, "JOURNAL"))
+        assert "publishing.json" not in os.listdir(area)
