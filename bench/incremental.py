@@ -29,6 +29,9 @@ when a little changed, and what a killed run costs to finish.
     its shards are complete (their done-records in the resume area), and rerun:
     its wall against the uninterrupted run's, and its shards byte for byte.
 
+Disk: the pool of (a) and (d) is ~5.9 GB at 50,000 images (made once, kept in
+--data-dir), and a run holds two outputs of ~5.8 GB at once: ~18 GB free.
+
 Targets (issue 23): (a), (b) incremental <= 20% of the full run's wall, and
 reads exactly added + rewritten; (c) <= 1.25x the full run's peak; (d) the
 rerun <= 50% of a full run's wall. Results go to --json (default
@@ -110,18 +113,20 @@ def latest(root: str) -> str:
         return os.path.join(root, f.read().strip())
 
 
-def shards_of(folder: str) -> dict:
-    """{shard name: bytes} of an output folder (the files readers glob)."""
+def digests(folder: str) -> dict:
+    """{name: sha256} of an output folder's shards, indexes and label map
+    (the files readers use): outputs are compared by these, so that each can
+    be removed as soon as it is hashed (a 50,000-image output is ~6 GB)."""
+    import hashlib
     out = {}
     for n in sorted(os.listdir(folder)):
         if re.match(r"^[A-Za-z0-9_]+-\d{5,}-of-\d{5,}\.", n) or n in ("label_map.json", "schema.pbtxt"):
+            h = hashlib.sha256()
             with open(os.path.join(folder, n), "rb") as f:
-                out[n] = f.read()
+                while block := f.read(8 << 20):
+                    h.update(block)
+            out[n] = h.hexdigest()
     return out
-
-
-def same_shards(a: str, b: str) -> bool:
-    return shards_of(a) == shards_of(b)
 
 
 def median(xs):
@@ -211,8 +216,31 @@ class Tree:
 
 # ---- counting the source files a run opens (strace) ----------------------------------------------------------------
 
-_OPENAT = re.compile(r'^\d+\s+(?:<\.\.\. openat resumed>|openat\(AT_FDCWD, "(?P<path>(?:[^"\\]|\\.)*)", (?P<flags>[A-Z_|]+))'
-                     r'.*= (?P<ret>-?\d+)')
+_OPEN = re.compile(r'^(?P<pid>\d+)\s+openat\(AT_FDCWD, "(?P<path>(?:[^"\\]|\\.)*)", (?P<flags>[A-Z_|]+)')
+_DONE = re.compile(r"= (?P<ret>-?\d+)")
+_RESUMED = re.compile(r"^(?P<pid>\d+)\s+<\.\.\. openat resumed>")
+
+
+def _opens(trace: str):
+    """(path, flags, result) of each openat in a `strace -f` log, in the
+    order they returned; a call another process interrupted is printed as
+    `<unfinished ...>` and completed by a later `<... openat resumed>` line."""
+    pending = {}
+    with open(trace, errors="replace") as f:
+        for line in f:
+            m = _OPEN.match(line)
+            if m:
+                done = _DONE.search(line[m.end():])
+                if done:
+                    yield m.group("path"), m.group("flags"), int(done.group("ret"))
+                else:
+                    pending[m.group("pid")] = (m.group("path"), m.group("flags"))
+                continue
+            m = _RESUMED.match(line)
+            if m and m.group("pid") in pending:
+                done = _DONE.search(line)
+                path, flags = pending.pop(m.group("pid"))
+                yield path, flags, int(done.group("ret")) if done else -1
 
 
 def traced(cmd: list, trace: str) -> None:
@@ -227,16 +255,11 @@ def source_opens(trace: str, source: str, marker: str) -> tuple:
     containing `marker` (the publish step's first write), those opened after)."""
     before, after, seen_marker = set(), set(), False
     prefix = os.path.join(source, "")
-    with open(trace, errors="replace") as f:
-        for line in f:
-            m = _OPENAT.match(line)
-            if not m or not m.group("path"):
-                continue
-            path = m.group("path")
-            if marker in path:
-                seen_marker = True
-            if path.startswith(prefix) and "O_DIRECTORY" not in m.group("flags") and int(m.group("ret")) >= 0:
-                (after if seen_marker else before).add(os.path.relpath(path, source))
+    for path, flags, ret in _opens(trace):
+        if marker in path:
+            seen_marker = True
+        if path.startswith(prefix) and "O_DIRECTORY" not in flags and ret >= 0:
+            (after if seen_marker else before).add(os.path.relpath(path, source))
     return before, after
 
 
@@ -257,16 +280,19 @@ def part_a(a, tmp: str) -> dict:
         tree.apply()
         tree.warm()
         order = ("incremental", "full") if r % 2 == 0 else ("full", "incremental")
-        got = {}
+        got, sums = {}, {}
         for what in order:
             if what == "incremental":
                 got[what] = measured(convert_cmd("--input", work, "--output", root, "--versioned", "--version", "v2"),
                                      "incremental v2")
+                sums[what] = digests(os.path.join(root, "v2"))
+                made = manifest(os.path.join(root, "v2"))["made"]
+                shutil.rmtree(root, ignore_errors=True)
             else:
                 got[what] = measured(convert_cmd("--input", work, "--output", full), "full of the changed tree")
-        v2 = os.path.join(root, "v2")
-        identical = same_shards(v2, full)
-        made = manifest(v2)["made"]
+                sums[what] = digests(full)
+                shutil.rmtree(full, ignore_errors=True)
+        identical = sums["incremental"] == sums["full"]
         walls["first"].append(first["wall_s"])
         for k in ("incremental", "full"):
             walls[k].append(got[k]["wall_s"])
@@ -274,8 +300,6 @@ def part_a(a, tmp: str) -> dict:
         log(f"  round {r + 1}: full v1 {first['wall_s']:.1f} s; incremental {got['incremental']['wall_s']:.1f} s; "
             f"full of the changed tree {got['full']['wall_s']:.1f} s; shards identical: {identical}; "
             f"copied {made['records_copied']:,}, read {made['images_read']:,}")
-        shutil.rmtree(root, ignore_errors=True)
-        shutil.rmtree(full, ignore_errors=True)
     # The reads, counted: one more incremental run under strace.
     work = tree.build()
     root = os.path.join(tmp, "a-traced")
@@ -347,18 +371,20 @@ def _part_b(a, tmp: str, proxy, bucket_name: str) -> dict:
             bucket.blob(f"{prefix}/{name(2 * i)}").delete()
         _upload({f"{prefix}/{name(2 * i + 1)}": image(2 * i + 1, seed=7) for i in range(rewritten)})
         proxy.set(latency_ms=a.latency)
-        got, stats = {}, {}
+        got, stats, sums = {}, {}, {}
         for what in (("incremental", "full") if r % 2 == 0 else ("full", "incremental")):
             proxy.reset_stats()
             if what == "incremental":
                 got[what] = timed(convert_cmd("--input", src, "--output", root, "--versioned", "--version", "v2"),
-                                     "incremental v2")
+                                  "incremental v2")
+                sums[what] = digests(os.path.join(root, "v2"))
             else:
                 got[what] = timed(convert_cmd("--input", src, "--output", full), "full of the changed bucket")
+                sums[what] = digests(full)
             stats[what] = proxy.stats()
         proxy.set(latency_ms=0)
         v2 = os.path.join(root, "v2")
-        identical = same_shards(v2, full)
+        identical = sums["incremental"] == sums["full"]
         inc = stats["incremental"]
         row = {"incremental": got["incremental"], "full": got["full"], "identical": identical,
                "source_requests": inc["by_prefix"].get(prefix, 0),
@@ -411,7 +437,7 @@ def part_c(a, tmp: str) -> dict:
         inc = measured(convert_cmd("--input", train, "--output", root, "--versioned", "--version", "v2", *flags),
                        "incremental v2")
         fresh = measured(convert_cmd("--input", train, "--output", full, *flags), "full of the changed tree")
-        identical = same_shards(os.path.join(root, "v2"), full)
+        identical = digests(os.path.join(root, "v2")) == digests(full)
     finally:
         for path in new:
             if os.path.exists(path):
@@ -447,6 +473,8 @@ def part_d(a, tmp: str) -> dict:
             args = ["--input", work, "--versioned", "--version", "v1"]
             full = measured(convert_cmd(*args, "--output", clean), "uninterrupted")
             shards = sum(s["num_shards"] for s in manifest(os.path.join(clean, "v1"))["splits"].values())
+            want = digests(os.path.join(clean, "v1"))
+            shutil.rmtree(clean, ignore_errors=True)
             target = max(1, round(shards * a.kill_at))
             t0 = time.perf_counter()
             proc = subprocess.Popen(convert_cmd(*args, "--output", root), cwd=ROOT, env=env(),
@@ -460,7 +488,7 @@ def part_d(a, tmp: str) -> dict:
             killed_after = time.perf_counter() - t0
             kept = _done_records(root)
             rerun = measured(convert_cmd(*args, "--output", root), "the rerun")
-            identical = same_shards(os.path.join(root, "v1"), os.path.join(clean, "v1"))
+            identical = digests(os.path.join(root, "v1")) == want
             made = manifest(os.path.join(root, "v1"))["made"]
             rounds.append({"full": full, "rerun": rerun, "killed_after_s": round(killed_after, 2), "shards": shards,
                            "kept": kept, "resumed": made["shards_resumed"], "identical": identical})
