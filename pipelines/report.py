@@ -153,29 +153,39 @@ def count_lines(c: dict, kept: str, by_reason: dict, rejects_path: str) -> list:
 def made_lines(m: dict) -> list:
     """How the output was made (the manifest's "made"): copied from which
     version, or why it was a full conversion; what a resume kept; which
-    versions --keep_versions removed."""
+    versions --keep_versions removed. A field of another type (a damaged
+    manifest) reads as absent."""
     made = m.get("made")
     if not isinstance(made, dict):
         return []
+
+    def n(key: str) -> int:
+        v = made.get(key)
+        return v if type(v) is int else 0  # noqa: E721 (not bool)
+
+    def text(key: str) -> str:
+        v = made.get(key)
+        return v if isinstance(v, str) else ""
+
     lines = []
-    if made.get("from_version"):
-        repaired = made.get("records_repaired", 0)
-        lines.append(f"incremental from version {made['from_version']}: {made.get('records_copied', 0):,} records "
-                     f"copied, {made.get('images_read', 0):,} images read ({made.get('new', 0):,} new, "
-                     f"{made.get('changed', 0):,} changed"
-                     + (f", {repaired:,} whose copy in {made['from_version']} was damaged" if repaired else "")
-                     + f"), {made.get('removed', 0):,} removed")
-        damaged = made.get("records_of_damaged_provenance", 0)
-        if damaged:
-            lines.append(f"warning: version {made['from_version']}: the provenance of {damaged:,} records is "
-                         "damaged; they were read from their sources (--full rewrites everything)")
-    elif made.get("full_because") and m.get("version"):
-        lines.append(f"full conversion: {made['full_because']}")
-    if made.get("shards_resumed"):
-        lines.append(f"resumed: {plural(made['shards_resumed'], 'shard')} ({made.get('records_in_resumed_shards', 0):,} "
-                     "records) kept from a killed run of the same inputs and options")
-    if made.get("versions_removed"):
-        lines.append("removed versions (--keep_versions): " + ", ".join(made["versions_removed"]))
+    source = text("from_version")
+    if source:
+        repaired = n("records_repaired")
+        lines.append(f"incremental from version {source}: {n('records_copied'):,} records copied, "
+                     f"{n('images_read'):,} images read ({n('new'):,} new, {n('changed'):,} changed"
+                     + (f", {repaired:,} whose copy in {source} was damaged" if repaired else "")
+                     + f"), {n('removed'):,} removed")
+        if n("records_of_damaged_provenance"):
+            lines.append(f"warning: version {source}: the provenance of {n('records_of_damaged_provenance'):,} "
+                         "records is damaged; they were read from their sources (--full rewrites everything)")
+    elif text("full_because") and m.get("version"):
+        lines.append(f"full conversion: {text('full_because')}")
+    if n("shards_resumed"):
+        lines.append(f"resumed: {plural(n('shards_resumed'), 'shard')} ({n('records_in_resumed_shards'):,} records) "
+                     "kept from a killed run of the same inputs and options")
+    removed = made.get("versions_removed")
+    if isinstance(removed, list) and removed:
+        lines.append("removed versions (--keep_versions): " + ", ".join(map(str, removed)))
     return lines
 
 
