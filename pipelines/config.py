@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from tfrecord_pipelines.transforms.core import resize
+from tfrecord_pipelines.transforms.core import fingerprint, resize
 from tfrecord_pipelines.transforms.core.images import ImagePolicy
 from tfrecord_pipelines.transforms.core.specs import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, InputKind, InputSpec,  # noqa: F401 (re-exported)
                                    LabelSource, LabelSpec, LabelType, OutputSpec, ShardSpec, SplitSource, SplitSpec)
@@ -43,25 +43,14 @@ class ConvertConfig:
         if self.inputs.source:  # rows from Python: the table is a scratch copy, named by what it was made from
             d["inputs"]["table"] = self.inputs.source
         d["inputs"].pop("source", None)
-        for k in ("run_id", "progress", "previous_fingerprint", "job_ends_run", "check_only"):
+        for k in ("run_id", "progress", "previous_fingerprint", "job_ends_run", "check_only", "listed_at_ns",
+                  "previous", "why_full", "keep_versions", "resume_parent", "racy_after_ns"):
             d["output"].pop(k, None)
         return d
 
     def fingerprint_options(self) -> dict:
         """The settings that shape the shards (not where they go)."""
-        d = self.describe()
-        out = d.pop("output")
-        for k in ("allow_empty", "allow_shrink"):  # what may be published, not what is written
-            d.pop(k, None)
-        d["feature_keys"] = out["feature_keys"]
-        d["inputs"].pop("fingerprint_root", None)
-        # The label map that results is fingerprinted instead (it is the same
-        # whether computed, or carried from the previous version).
-        d["labels"].pop("frozen_map", None)
-        d["labels"].pop("extend_map", None)
-        # How fast files are read changes nothing written.
-        d["images"]["reads"].pop("in_flight", None)
-        d["images"]["reads"].pop("timeout", None)
+        d = fingerprint.shard_options(self.describe())
         if self.images.reencode or self.images.resize.enabled or self.images.apply_orientation:
             # Re-encoded bytes depend on the image library's build: an upgrade is a change.
             d["image_library"] = resize.library_versions()

@@ -52,6 +52,7 @@ def _run(argv: list, prog: str, check_only: bool = False) -> int:
     if argv in (["--version"], ["-V"]):  # alone; `--version NAME` names a --versioned output's folder
         print(f"tfrecords {__version__}")
         return 0
+    argv = _bare_dry_run(argv)
     try:
         check_flags(argv)
         options, cfg, runner = configure(argv, check_only)
@@ -63,6 +64,8 @@ def _run(argv: list, prog: str, check_only: bool = False) -> int:
             raise
         print(f"error: {lifecycle.describe_failure(e, '')}", file=sys.stderr)
         return 1
+    if runtime.is_local(options) and _dry_run(options) and not check_only:
+        return _preview(options, cfg, runner, debug)
     try:
         outcome, seconds, result = execute(options, cfg, runner, debug)
     except (UsageError, run_lock.LockHeld) as e:
@@ -86,6 +89,33 @@ def _run(argv: list, prog: str, check_only: bool = False) -> int:
             raise
         print(f"error: the run finished, but its output cannot be summarised: {e}", file=sys.stderr)
         return 1
+
+
+def _bare_dry_run(argv: list) -> list:
+    """`--dry_run` alone means `--dry_run True` (Beam's flag takes a value)."""
+    return [f"{a}=True" if a == "--dry_run" and (i + 1 == len(argv) or argv[i + 1].startswith("-")) else a
+            for i, a in enumerate(argv)]
+
+
+def _dry_run(options) -> bool:
+    from apache_beam.options.pipeline_options import TestOptions
+    value = options.view_as(TestOptions).dry_run
+    return bool(value) and str(value).strip().lower() not in ("false", "0", "no", "off")
+
+
+def _preview(options: PipelineOptions, cfg: ConvertConfig, runner, debug: bool) -> int:
+    """--dry_run on a local run: what the run would do, before any image is
+    read; nothing is locked or written."""
+    from tfrecord_pipelines.report import print_preview
+    try:
+        got = lifecycle.preview(cfg, options, runner, debug)
+        print_preview(got, cfg)
+    except (Exception, KeyboardInterrupt) as e:
+        if debug:
+            raise
+        print(f"error: {lifecycle.describe_failure(e, '')}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def configure(argv: list, check_only: bool = False) -> tuple:

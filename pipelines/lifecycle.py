@@ -26,7 +26,7 @@ from tfrecord_pipelines.report import ProgressLine, TracebackFilter
 from tfrecord_pipelines.stderr import workers_stderr_to_log
 from tfrecord_pipelines.transforms.core import errors
 from tfrecord_pipelines.transforms.stages.publish import TooManyRejects
-from tfrecord_pipelines.transforms.storage import fsutil, layout, run_lock, scratch
+from tfrecord_pipelines.transforms.storage import fsutil, layout, resume, run_lock, scratch
 
 
 def check_output_path(output: str) -> None:
@@ -115,6 +115,29 @@ def reclaim_scratch(out=None) -> list:
     return removed
 
 
+def preview(cfg: ConvertConfig, options, runner, debug: bool = False) -> dict:
+    """--dry_run on a local run: the figures of pipeline.build_preview, found
+    without reading an image, locking or writing anything in the output (its
+    spill files wait in a scratch folder)."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import TypeOptions
+
+    from tfrecord_pipelines.pipeline import build_preview
+    options.view_as(TypeOptions).pipeline_type_check = False
+    with tempfile.TemporaryDirectory(prefix="tfrecords-preview-") as folder:
+        result = os.path.join(folder, "preview.json")
+        spill = "" if options.view_as(_options()).spill == "off" else os.path.join(folder, "spill")
+        p = beam.Pipeline(runner=runner, options=options)
+        build_preview(p, cfg, spill, result)
+        try:
+            with workers_stderr_to_log(not debug), _filtered_stderr(not debug), _error_notes(folder):
+                p.run().wait_until_finish()
+        except BaseException as e:
+            raise _own_error(folder) or e
+        with open(result) as f:
+            return json.load(f)
+
+
 def spill_dir(cfg: ConvertConfig, local: bool, mode: str, scratch: str) -> str:
     """A local run's spill folder: in the staging folder beside the output
     (the disk the user chose for the data, removed with it), or in the
@@ -152,6 +175,9 @@ def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool):
     try:
         versions.check_latest_unchanged(out)  # read before the lock was ours
         try:
+            # A run killed while publishing into this output: its shards go back to its resume area.
+            for line in resume.recover(out.root or out.output):
+                print(line, file=sys.stderr)
             output_guard.check_output(out.output, cfg.inputs.root, out.overwrite)
             output_guard.remove_leftover_staging(out.output, out.run_id)
         except OSError as e:  # e.g. an output folder we may not list

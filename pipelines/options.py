@@ -202,12 +202,20 @@ def add_convert_args(parser) -> None:
     g.add_argument("--versioned", action="store_true", default=False,
                    help="Treat --output as a dataset root: write this run into <output>/<version> and, once its "
                         "manifest is written, point <output>/LATEST at it (a failed run never moves it). Class ids "
-                        "carry over from the version LATEST names; unchanged inputs and options publish nothing")
+                        "carry over from the version LATEST names; the records of unchanged images are copied from "
+                        "it (byte-identical to a full conversion); unchanged inputs and options publish nothing")
     g.add_argument("--version", default="",
                    help="With --versioned: the version folder name (default: the UTC time, v20261121-073000)")
     g.add_argument("--republish_unchanged", action="store_true", default=False,
                    help="With --versioned: publish a new version even when inputs and options are unchanged "
                         "since LATEST (its shards are then identical)")
+    g.add_argument("--full", action="store_true", default=False,
+                   help="With --versioned: convert every image again instead of copying the unchanged records "
+                        "from the version LATEST names (the shards are the same either way); also repairs a "
+                        "damaged previous version")
+    g.add_argument("--keep_versions", type=int, default=0,
+                   help="With --versioned: after a successful publish, remove the oldest complete versions beyond "
+                        "this many (never the one LATEST names); 0 keeps every version")
     g.add_argument("--lock_ttl_hours", type=float, default=48.0,
                    help="A lock on --output older than this is taken over (a run that died without releasing it, "
                         "e.g. a failed Dataflow job); a lock of a dead process on this machine is taken over at once")

@@ -8,20 +8,22 @@ import math
 import os
 import posixpath
 import re
+import time
 import unicodedata
 from typing import Optional
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from tfrecord_pipelines import offline, versions
+from tfrecord_pipelines import __version__, offline, versions
 from tfrecord_pipelines.config import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, ConvertConfig, DuplicatePolicy, InputKind, InputSpec,
                               LabelSource, LabelSpec, LabelType, OutputSpec, QualitySpec, ShardSpec, SplitSource,
                               SplitSpec)
-from tfrecord_pipelines.transforms.core import labels, publishable, tables
+from tfrecord_pipelines.transforms.core import labels, provenance, publishable, tables
 from tfrecord_pipelines.transforms.core.errors import UsageError  # noqa: F401 (re-exported)
 from tfrecord_pipelines.transforms.core.features import DEFAULT_KEYS
 from tfrecord_pipelines.transforms.core.images import STORABLE_FORMATS, ImagePolicy, Validation
+from tfrecord_pipelines.transforms.core import resize
 from tfrecord_pipelines.transforms.core.resize import FILTERS, PngPolicy, ResizeMode, ResizePolicy
 from tfrecord_pipelines.transforms.core.specs import OutputFormat, ReadPolicy
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression
@@ -179,17 +181,22 @@ def build_config(o, run_id: str, progress: bool = False, given_inputs: Optional[
         inputs, split, label_from = list_input(o)
     else:
         inputs, split, label_from = _folder_input(o) if o.input else _table_input(o)
-    previous_version, previous = "", None
+    previous_version, previous, broken = "", None, ""
     if o.versioned:
         try:
             if not offline.skip(o.output, f"--output {o.output}: which version LATEST names (the job was built as "
                                 "a first version, with no label map carried over)"):
                 previous_version, previous = versions.read_latest(fsutil.normalize_root(o.output))
         except ValueError as e:
-            raise UsageError(str(e)) from None
+            if not o.full:
+                raise UsageError(f"{e}. Pass --full to convert everything again (the class ids of that version "
+                                 "are then lost, unless --label_map gives them)") from None
+            previous_version, broken = versions.latest_name(fsutil.normalize_root(o.output)), str(e)
         inputs = dataclasses.replace(inputs, fingerprint_root=inputs.kind is InputKind.TABLE)
-    elif o.version or o.republish_unchanged:
-        raise UsageError("--version and --republish_unchanged need --versioned")
+    elif o.version or o.republish_unchanged or o.full or o.keep_versions:
+        raise UsageError("--version, --republish_unchanged, --full and --keep_versions need --versioned")
+    if o.keep_versions < 0:
+        raise UsageError(f"--keep_versions {o.keep_versions} must be >= 0 (0 keeps every version)")
     keys = _feature_keys(o.feature_keys, inputs.extra_columns)
     shards = _shard_spec(o)
     quality = _quality_spec(o)
@@ -197,12 +204,42 @@ def build_config(o, run_id: str, progress: bool = False, given_inputs: Optional[
     images = _image_policy(o, _read_once(o.reads_per_image, inputs, shards, quality))
     images = dataclasses.replace(images, perceptual_hash=quality.enabled and quality.max_distance > 0
                                  and images.validation is Validation.FULL)
-    return ConvertConfig(
+    cfg = ConvertConfig(
         inputs=inputs, labels=_label_spec(o, label_from, inputs, previous), splits=split,
         images=images, shards=shards,
         output=_output_spec(o, run_id, keys, progress, previous_version, previous),
         max_reject_fraction=_fraction(o.max_reject_fraction), quality=quality,
         allow_empty=o.allow_empty, allow_shrink=_allow_shrink(o))
+    return _incremental(cfg, o, previous, broken)
+
+
+def _incremental(cfg: ConvertConfig, o, previous: Optional[dict], broken: str = "") -> ConvertConfig:
+    """Where a killed run of these inputs resumes, and (--versioned) whether
+    the records of the version LATEST names may be copied, or why not."""
+    out, inputs = cfg.output, cfg.inputs
+    # A table run's fingerprint covers its files only when the image root is listed too (--versioned):
+    # without that, a rerun could not tell that an image changed since the killed run.
+    resumable = inputs.kind is InputKind.FOLDER or inputs.fingerprint_root
+    changes = {"listed_at_ns": time.time_ns(), "keep_versions": o.keep_versions,
+               "resume_parent": (out.root or out.output) if resumable else ""}
+    if out.root:
+        inc = (previous or {}).get("incremental")
+        listed = inc.get("listed_at_ns") if isinstance(inc, dict) else None
+        changes["racy_after_ns"] = provenance.racy_after(listed) if type(listed) is int and listed > 0 else 0  # noqa: E721
+        expect = {"tool_version": __version__, "options": cfg.fingerprint_options(),
+                  "image_library": resize.library_versions(), "compression": cfg.shards.compression.value,
+                  "output_format": cfg.shards.output_format.value}
+        why = (f"LATEST names {out.previous_version}, whose manifest cannot be read" if broken
+               else "--full was given" if o.full else provenance.why_full(previous, expect))
+        prev = None
+        if not why:
+            try:
+                prev = provenance.previous_version(previous, out.previous_version,
+                                                   fsutil.join(out.root, out.previous_version))
+            except provenance.ProvenanceError as e:
+                why = f"its manifest's provenance section is malformed ({e}); --full repairs it"
+        changes.update(previous=prev, why_full=why)
+    return dataclasses.replace(cfg, output=dataclasses.replace(out, **changes))
 
 
 def _quality_spec(o) -> QualitySpec:

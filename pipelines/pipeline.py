@@ -7,6 +7,11 @@ or, with two reads per image (tables without sizes, --max_examples_per_split):
 
     ListInputs | Records (AssignLabels | Split | ValidateImages) | Dataset (PlanShards | WriteShards | Publish)
 
+An incremental version (--versioned, with a previous version to copy from)
+adds MatchPrevious after Split: records whose file and metadata are those
+the previous version recorded are copied from its shards by WriteShards, not
+read (or validated) again.
+
 PrepareRecords and WriteDataset are also what a Beam user applies in a
 pipeline of their own (tfrecord_pipelines/ptransforms.py: ToRecords is
 ListInputs over the user's rows, then PrepareRecords): one graph, two ways in.
@@ -16,28 +21,29 @@ from __future__ import annotations
 import apache_beam as beam
 
 from tfrecord_pipelines import __version__
-from tfrecord_pipelines.config import ConvertConfig
+from tfrecord_pipelines.config import Compression, ConvertConfig
 from tfrecord_pipelines.transforms.core import fingerprint
 from tfrecord_pipelines.transforms.core.fingerprint import FINGERPRINT
 from tfrecord_pipelines.transforms.core.images import Validation
-from tfrecord_pipelines.transforms.core.specs import QUALITY, RECORDS, REJECTS, STATS, PublishSpec
+from tfrecord_pipelines.transforms.core.specs import QUALITY, RECORDS, REJECTS, STATS, OutputFormat, PublishSpec
 from tfrecord_pipelines.transforms.stages.assign_labels import AssignLabels
 from tfrecord_pipelines.transforms.stages.check_quality import CheckQuality
 from tfrecord_pipelines.transforms.stages.check_report import CheckReport, quality_rows
 from tfrecord_pipelines.transforms.stages.drop_duplicates import DropDuplicates
 from tfrecord_pipelines.transforms.stages.list_inputs import ListInputs
+from tfrecord_pipelines.transforms.stages.match_previous import MatchPrevious
 from tfrecord_pipelines.transforms.stages.plan_shards import PlanShards
 from tfrecord_pipelines.transforms.stages.publish import Publish
 from tfrecord_pipelines.transforms.stages.split import Split
 from tfrecord_pipelines.transforms.stages.validate_images import ValidateImages
-from tfrecord_pipelines.transforms.stages.write_shards import WriteShards
+from tfrecord_pipelines.transforms.stages.write_shards import Reuse, WriteShards
 from tfrecord_pipelines.transforms.storage import layout, progress, spill
 
 
 def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "", spill_dir: str = "") -> None:
     """`spill_dir`: a local run's folder where record batches wait at the
     barriers instead of in the runner (transforms/storage/spill.py)."""
-    listed = p | "ListInputs" >> ListInputs(cfg.inputs, spill_dir, progress_dir)
+    listed = p | "ListInputs" >> ListInputs(cfg.inputs, spill_dir, progress_dir, cfg.output.racy_after_ns)
     # [Rec(rel, path, size, raw label/split/extras)] batches; fingerprint: per-unit digests
     records = listed | "Records" >> PrepareRecords(cfg, progress_dir, spill_dir)
     if cfg.output.check_only:  # `tfrecords check`: report.html and check.json, no shards, no manifest (pipelines/check.py)
@@ -68,13 +74,20 @@ class PrepareRecords(beam.PTransform):
         split = labeled[RECORDS] | "Split" >> Split(cfg.splits, cfg.shards.seed, cfg.shards.max_per_split, spill_dir)
         # [Rec + split, shuffle key]
         fp = listed[FINGERPRINT] | "Fingerprint" >> RunFingerprint(options_digest(cfg), labeled["label_map"])
-        # singleton: sha256 of the listing, the options and the label map
+        # singleton: (recorded, compared) sha256 of the listing, the options and the label map
         records = split[RECORDS]
         if out.previous_fingerprint and not out.republish:
             records = _spilled(records, "SpillSplit", spill_dir) | "SkipIfUnchanged" >> beam.FlatMap(
                 lambda b, run_fp: [] if fingerprint.unchanged(run_fp, out.previous_fingerprint) else [b],
                 beam.pvalue.AsSingleton(fp))
         valid_rejects = None
+        more_stats = []
+        if out.previous is not None and not out.check_only:  # an incremental version
+            matched = records | "MatchPrevious" >> MatchPrevious(out.previous, cfg.shards.seed,
+                                                                 cfg.images.reads.timeout, spill_dir)
+            # [Rec, those taken from the previous version with Rec.prev]; stats: unchanged, new, changed, removed
+            records = matched[RECORDS]
+            more_stats.append(matched[STATS])
         if not read_once(cfg):  # two reads per image: validate, plan from the valid ones, read again to write
             if self._progress_dir:  # the progress bar's total for validation, known before validation starts
                 progress_dir = self._progress_dir
@@ -87,6 +100,8 @@ class PrepareRecords(beam.PTransform):
                                                                  or (out.check_only and cfg.quality.enabled))
             # [Rec + size, format, height, width, channels, crc]
             records, valid_rejects = valid[RECORDS], valid[REJECTS]
+            more_stats.append(valid_rejects | "ValidationRejects" >> beam.Map(
+                lambda b: ("incremental/validation_rejects", spill.count(b))))
         dedup = {}
         if cfg.quality.dedup_before_writing:  # --duplicates keep_one|reject (two reads: parse.py)
             dedup = records | "DropDuplicates" >> DropDuplicates(cfg.quality.duplicates, spill_dir)
@@ -94,7 +109,7 @@ class PrepareRecords(beam.PTransform):
             records = dedup[RECORDS]
         rejects = [pc for pc in (listed.get(REJECTS), labeled[REJECTS], split[REJECTS], valid_rejects,
                                  dedup.get(REJECTS)) if pc is not None]
-        stats = [pc for pc in (listed[STATS], split.get(STATS), dedup.get(STATS)) if pc is not None]
+        stats = [pc for pc in (listed[STATS], split.get(STATS), dedup.get(STATS), *more_stats) if pc is not None]
         return {RECORDS: records, "label_map": labeled["label_map"], "fingerprint": fp,
                 REJECTS: ([_spilled(pc, f"SpillRejects{i}", spill_dir) for i, pc in enumerate(rejects)]
                           | "AllRejects" >> beam.Flatten()),
@@ -124,12 +139,14 @@ class WriteDataset(beam.PTransform):
         written = planned["shards"] | "WriteShards" >> WriteShards(
             staging, cfg.shards.compression, cfg.images, dict(out.feature_keys), prepared["label_map"],
             self._progress_dir, validate=read_once(cfg), index_files=cfg.shards.index_files,
-            output_format=cfg.shards.output_format, quality_rows=cfg.quality.enabled)
+            output_format=cfg.shards.output_format, quality_rows=cfg.quality.enabled,
+            fingerprint=prepared["fingerprint"], reuse=_reuse(cfg))
         # ShardResult(name, temp path, records, bytes, crc32c); rejects (validation's, with one read)
         rejects = ((prepared[REJECTS], _spilled(written[REJECTS], "SpillWriteRejects", spill_dir))
                    | "AllRejects" >> beam.Flatten())
         spec = PublishSpec(out, staging, cfg.shards.compression, cfg.describe(), options_digest(cfg), __version__,
-                           cfg.max_reject_fraction, allow_empty=cfg.allow_empty, allow_shrink=cfg.allow_shrink)
+                           cfg.max_reject_fraction, allow_empty=cfg.allow_empty, allow_shrink=cfg.allow_shrink,
+                           shard_options=cfg.fingerprint_options())
         results = {"shards": written["shards"], "rejects": rejects, "stats": prepared[STATS],
                    "label_map": prepared["label_map"], "plans": planned["plans"],
                    "fingerprint": prepared["fingerprint"]}
@@ -170,6 +187,70 @@ def options_digest(cfg: ConvertConfig) -> str:
     return fingerprint.options_digest(cfg.fingerprint_options())
 
 
+def build_preview(p: beam.Pipeline, cfg: ConvertConfig, spill_dir: str, result_path: str) -> None:
+    """--dry_run on a local run: what a run would do, found before any image
+    is read (the listing, labels, splits and, for an incremental version, the
+    match with the previous version's provenance), written as JSON to
+    `result_path` (a local file) for the launcher to print (report.print_preview)."""
+    out = cfg.output
+    listed = p | "ListInputs" >> ListInputs(cfg.inputs, spill_dir, racy_after_ns=out.racy_after_ns)
+    listing = _spilled(listed[RECORDS], "SpillListing", spill_dir)
+    labeled = listing | "AssignLabels" >> AssignLabels(cfg.labels, cfg.inputs.extra_columns)
+    split = labeled[RECORDS] | "Split" >> Split(cfg.splits, cfg.shards.seed, cfg.shards.max_per_split, spill_dir)
+    fp = listed[FINGERPRINT] | "Fingerprint" >> RunFingerprint(
+        fingerprint.options_digest(cfg.fingerprint_options()), labeled["label_map"])
+    records = split[RECORDS]
+    stats = [pc for pc in (listed[STATS], split.get(STATS)) if pc is not None]
+    if out.previous is not None:
+        matched = records | "MatchPrevious" >> MatchPrevious(out.previous, cfg.shards.seed, cfg.images.reads.timeout,
+                                                             spill_dir)
+        records = matched[RECORDS]
+        stats.append(matched[STATS])
+    rejected = ([pc for pc in (listed.get(REJECTS), labeled[REJECTS], split[REJECTS]) if pc is not None]
+                | "Rejects" >> beam.Flatten() | "CountRejects" >> beam.Map(lambda b: ("rejected", spill.count(b))))
+    totals = (records | "SplitTotals" >> beam.FlatMap(_split_totals)
+              | "SumTotals" >> beam.CombinePerKey(_sum_triples))
+    all_stats = (*stats, rejected) | "AllStats" >> beam.Flatten() | "SumStats" >> beam.CombinePerKey(sum)
+    side = beam.pvalue
+    (p | "Once" >> beam.Create([None])
+     | "Preview" >> beam.Map(_write_preview, result_path, side.AsDict(all_stats), side.AsDict(totals),
+                             side.AsSingleton(fp), side.AsSingleton(labeled["label_map"])))
+
+
+def _split_totals(batch) -> list:
+    """[(split, (records, bytes listed, records to read))] of a batch."""
+    sums: dict = {}
+    for r in spill.load(batch):
+        c, b, n = sums.get(r.split, (0, 0, 0))
+        sums[r.split] = (c + 1, b + max(r.size, 0), n + (0 if r.prev else 1))
+    return sorted(sums.items())
+
+
+def _sum_triples(values) -> tuple:
+    c = b = n = 0
+    for x, y, z in values:
+        c, b, n = c + x, b + y, n + z
+    return c, b, n
+
+
+def _write_preview(_, path: str, stats: dict, totals: dict, run_fp: tuple, label_map) -> None:
+    import json
+    body = {"stats": stats, "splits": {k: list(v) for k, v in sorted(totals.items())},
+            "fingerprint": fingerprint.compared(run_fp),
+            "classes": len(label_map.ids), "new_classes": list(label_map.new_names)}
+    with open(path, "w") as f:
+        json.dump(body, f)
+
+
+def _reuse(cfg: ConvertConfig) -> Reuse:
+    """Where shards are staged for a rerun to resume, which version's records
+    may be copied, and whether each shard's provenance is written (a
+    --versioned run of uncompressed TFRecord shards: what a later one copies from)."""
+    out = cfg.output
+    copyable = cfg.shards.compression is Compression.NONE and cfg.shards.output_format is OutputFormat.TFRECORD
+    return Reuse(out.resume_parent, __version__, out.previous, provenance=bool(out.root) and copyable)
+
+
 def _spilled(batches, label: str, spill_dir: str):
     """The batches as spill references where a barrier follows (local runs)."""
     return batches | label >> beam.Map(spill.spill, spill_dir) if spill_dir else batches
@@ -184,9 +265,18 @@ def why_not_near(cfg: ConvertConfig) -> str:
     return ""
 
 
+def _ids(label_map) -> dict:
+    """The label map as the fingerprint covers it: not which classes this run
+    added, so the run after an extension finds the same map unchanged."""
+    d = label_map.to_json()
+    d.pop("extended_with", None)
+    return d
+
+
 class RunFingerprint(beam.PTransform):
-    """The run's fingerprint from the listing's per-unit digests, the
-    options' digest and the label map that resulted."""
+    """The run's fingerprints (fingerprint.combine_run: the one recorded,
+    the one compared) from the listing's per-unit digests, the options'
+    digest and the label map that resulted."""
 
     def __init__(self, options_digest: str, label_map):
         super().__init__()
@@ -198,6 +288,6 @@ class RunFingerprint(beam.PTransform):
         return (digests
                 | "All" >> beam.combiners.ToList()
                 | "Combine" >> beam.Map(
-                    lambda ds, lm: fingerprint.combine(
-                        ds + [("label_map", fingerprint.options_digest(lm.to_json()))], options_digest),
+                    lambda ds, lm: fingerprint.combine_run(
+                        ds + [("label_map", fingerprint.options_digest(_ids(lm)))], options_digest),
                     beam.pvalue.AsSingleton(self._label_map)))

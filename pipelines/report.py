@@ -212,6 +212,8 @@ def print_summary(output: str, seconds: float, out=None) -> None:
     excluded = c.get("excluded") or {}
     if excluded:
         print("not listed: " + ", ".join(f"{k} {v:,}" for k, v in excluded.items()), file=out)
+    for line in made_lines(m):
+        print(line, file=out)
     lm = m["label_map"]
     if lm["kind"] in (LabelType.CLASS, LabelType.INT):
         print(f"labels: {plural(len(lm['classes']), 'class', 'classes')} ({lm['kind']}), map in "
@@ -263,3 +265,99 @@ def count_lines(c: dict, kept: str, by_reason: dict, rejects_path: str) -> list:
         reasons = ", ".join(f"{k} {v:,}" for k, v in by_reason.items())
         lines.append(f"rejected by reason: {reasons} (details: {rejects_path})")
     return lines
+
+
+def made_lines(m: dict) -> list:
+    """How the output was made (the manifest's "made"): copied from which
+    version, or why it was a full conversion; what a resume kept; which
+    versions --keep_versions removed. A field of another type (a damaged
+    manifest) reads as absent."""
+    made = m.get("made")
+    if not isinstance(made, dict):
+        return []
+
+    def n(key: str) -> int:
+        v = made.get(key)
+        return v if type(v) is int else 0  # noqa: E721 (not bool)
+
+    def text(key: str) -> str:
+        v = made.get(key)
+        return v if isinstance(v, str) else ""
+
+    lines = []
+    source = text("from_version")
+    if source:
+        repaired = n("records_repaired")
+        lines.append(f"incremental from version {source}: {n('records_copied'):,} records copied, "
+                     f"{n('images_read'):,} images read ({n('new'):,} new, {n('changed'):,} changed"
+                     + (f", {repaired:,} whose copy in {source} was damaged" if repaired else "")
+                     + f"), {n('removed'):,} removed")
+        if n("records_of_damaged_provenance"):
+            lines.append(f"warning: version {source}: the provenance of {n('records_of_damaged_provenance'):,} "
+                         "records is damaged; they were read from their sources (--full rewrites everything)")
+    elif text("full_because") and m.get("version"):
+        lines.append(f"full conversion: {text('full_because')}")
+    if n("shards_resumed"):
+        lines.append(f"resumed: {plural(n('shards_resumed'), 'shard')} ({n('records_in_resumed_shards'):,} records) "
+                     "kept from a killed run of the same inputs and options")
+    removed = made.get("versions_removed")
+    if isinstance(removed, list) and removed:
+        lines.append("removed versions (--keep_versions): " + ", ".join(map(str, removed)))
+    return lines
+
+
+def print_preview(got: dict, cfg, out=None) -> None:
+    """--dry_run (a local run): what a run would read, write, publish and
+    remove, from pipeline.build_preview's figures, before any image is read."""
+    from tfrecord_pipelines.transforms.core.sharding import num_shards_for
+    out = out or sys.stdout
+    o, stats = cfg.output, got["stats"]
+    excluded = {k.split("/", 1)[1]: v for k, v in sorted(stats.items()) if k.startswith("excluded/")}
+    print(f"dry run: nothing was read, locked or written\nlisted {stats.get('listed', 0):,} files"
+          + (f" (not listed: {', '.join(f'{k} {v:,}' for k, v in excluded.items())})" if excluded else "")
+          + (f"; {stats['rejected']:,} rejected before reading (labels, paths, splits)" if stats.get("rejected") else ""),
+          file=out)
+    if o.previous is not None:
+        print(f"from version {o.previous.version}: unchanged {stats.get('incremental/unchanged', 0):,}, new "
+              f"{stats.get('incremental/new', 0):,}, changed {stats.get('incremental/changed', 0):,}, removed "
+              f"{stats.get('incremental/removed', 0):,}", file=out)
+        if stats.get("incremental/damaged"):
+            print(f"warning: the provenance of {stats['incremental/damaged']:,} records of {o.previous.version} is "
+                  "damaged: they would be read from their sources", file=out)
+    elif o.root:
+        print(f"full conversion: {o.why_full}", file=out)
+    print(f"{'split':<14}{'records':>10}{'to read':>10}{'shards':>8}{'bytes':>12}  about each", file=out)
+    sized = True
+    for split, (count, nbytes, to_read) in got["splits"].items():
+        shards = num_shards_for(split, count, nbytes, cfg.shards)
+        sized = sized and (nbytes > 0 or not count)
+        each = human_bytes(nbytes / shards) if shards else "-"
+        print(f"{split:<14}{count:>10,}{to_read:>10,}{shards:>8}{human_bytes(nbytes):>12}  {each}", file=out)
+    if not sized:
+        print("note: the table gives no file sizes: shard counts come from --num_shards, or from the sizes read "
+              "when the images are validated", file=out)
+    if got.get("new_classes"):
+        print(f"new classes (--extend_label_map): {', '.join(got['new_classes'][:10])}"
+              + (", ..." if len(got["new_classes"]) > 10 else ""), file=out)
+    for line in _publish_lines(got, cfg):
+        print(line, file=out)
+
+
+def _publish_lines(got: dict, cfg) -> list:
+    o = cfg.output
+    if o.root:
+        if o.previous_fingerprint and not o.republish and got["fingerprint"] == o.previous_fingerprint:
+            return [f"would publish nothing: inputs and options are the same as version {o.previous_version}"]
+        lines = [f"would publish version {o.version} in {o.root} and point LATEST at it"]
+        if o.keep_versions:
+            from tfrecord_pipelines.transforms.stages.publish import versions_to_remove
+            gone = versions_to_remove(o)
+            lines.append(f"would remove versions (--keep_versions {o.keep_versions}): {', '.join(gone) or 'none'}")
+        return lines
+    names = [n for n in fsutil.list_dir(o.output) if layout.is_dataset_file(n)]
+    if not names:
+        return [f"would write a new dataset into {o.output}"]
+    shards = sum(1 for n in names if layout.SHARD_RE.match(n))
+    if not o.overwrite:
+        return [f"would be refused: {o.output} already holds a dataset ({shards} shards); pass --overwrite"]
+    return [f"would replace the dataset in {o.output}: its manifest and {shards} shards would be removed"]

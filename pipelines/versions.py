@@ -42,3 +42,8 @@ def check_latest_unchanged(out: OutputSpec) -> None:
         raise LatestMoved(f"{fsutil.join(out.root, LATEST)} now names {current or 'no version'}, not "
                           f"{out.previous_version or 'no version'} as when this run read it: another run published "
                           "meanwhile. Nothing was done; rerun to build on the current version")
+
+
+def latest_name(root: str) -> str:
+    """The version name LATEST holds, or "" (none, or not a readable version name)."""
+    return layout.latest_name(root)

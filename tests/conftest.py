@@ -66,6 +66,16 @@ def make_tree(root: str, classes=("cat", "dog", "bird"), per_class: int = 6, fmt
     return out
 
 
+def settle() -> None:
+    """Waits until files just written are older than a run started now by the
+    margin a --versioned run trusts (transforms/core/provenance.py
+    RACY_MARGIN_NS): a file changed closer to a listing than that is treated as
+    changed by the next run, as its times could hide a later rewrite."""
+    import time
+    from tfrecord_pipelines.transforms.core.provenance import RACY_MARGIN_NS
+    time.sleep(RACY_MARGIN_NS / 1e9 + 0.1)
+
+
 def sha256_file(path: str) -> str:
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -13,12 +14,16 @@ BUCKET = "tfrecords-test"
 
 def start_emulator(bucket: str = BUCKET):
     """The threaded emulator (tests/gcs_server.py) in its own process: (process, url)."""
+    # Its log (a line per object not found, among others) goes to a file: a pipe nobody reads would
+    # fill up and stop the emulator in the middle of a request.
+    log = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gcs_server.py"),
-                             "--bucket", bucket], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             "--bucket", bucket], stdout=subprocess.PIPE, stderr=log)
     line = proc.stdout.readline().decode()
     if not line.startswith("port "):
         proc.kill()
-        raise RuntimeError(f"the GCS emulator did not start: {line!r} {proc.stderr.read().decode()[-2000:]}")
+        log.seek(0)
+        raise RuntimeError(f"the GCS emulator did not start: {line!r} {log.read().decode()[-2000:]}")
     return proc, f"http://127.0.0.1:{int(line.split()[1])}"
 
 

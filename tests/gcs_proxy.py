@@ -11,6 +11,10 @@ It runs in its own process (a thread here would take the GIL from the code
 under test) and is controlled over HTTP on its own port: `POST /__proxy/set`
 with a JSON object of settings, `GET /__proxy/stats`.
 
+`stats()["by_prefix"]` counts requests by the first segment of the object
+name (or listed prefix) they concern; `media_by_prefix` the downloads, and
+`pinned_media_by_prefix` those pinned to a generation.
+
 Settings (all changeable at run time):
   latency_ms             held before every request is forwarded (a round trip)
   fail_503               fraction of requests answered 503 without forwarding
@@ -118,7 +122,8 @@ class _State:
         self.reset_stats()
 
     def reset_stats(self) -> None:
-        self.stats = {"requests": 0, "media": 0, "by_method": {}, "faults": {}, "connections": 0}
+        self.stats = {"requests": 0, "media": 0, "by_method": {}, "faults": {}, "connections": 0, "by_prefix": {},
+                      "media_by_prefix": {}, "pinned_media_by_prefix": {}}
 
     def count(self, key: str, sub: str = "") -> None:
         with self.lock:
@@ -155,6 +160,20 @@ def _live_generation(state: _State, bucket: str, quoted_name: str):
     if status != 200:
         return None
     return str(json.loads(body).get("generation"))
+
+
+def _top_prefix(path: str) -> str:
+    """The first segment of the object name a request reads or writes, or of
+    the prefix it lists ("(none)" for other requests): requests by dataset, e.g.
+    an input folder's against an output's."""
+    url = urllib.parse.urlsplit(path)
+    m = _OBJECT.match(url.path)
+    if m:
+        name = urllib.parse.unquote(m.group(2))
+    else:
+        query = urllib.parse.parse_qs(url.query)
+        name = (query.get("prefix") or query.get("name") or [""])[0]
+    return name.split("/", 1)[0] or "(none)"
 
 
 def _upload_name(query: dict, body: bytes):
@@ -228,8 +247,12 @@ class _Handler(http_server.BaseHTTPRequestHandler):
         s = st.settings
         st.count("requests")
         st.count("by_method", self.command)
+        st.count("by_prefix", _top_prefix(self.path))
         if self.command == "GET" and "alt=media" in self.path:
             st.count("media")
+            st.count("media_by_prefix", _top_prefix(self.path))
+            if "generation=" in self.path:  # a read pinned to a listed generation: a conversion's, not a report's
+                st.count("pinned_media_by_prefix", _top_prefix(self.path))
         faulty = not s["fault_paths"] or any(p in urllib.parse.unquote(self.path) for p in s["fault_paths"])
         if faulty and s["blackhole"]:
             st.count("faults", "blackhole")

@@ -268,15 +268,16 @@ def test_killed_while_writing_shards(dataset, tmp_path):
     out = str(tmp_path / "out")
     proc = _start(["--input", root, "--output", out, *ARGS], seconds=0.02, slow_reads_under=root)
 
-    def writing():
-        staging = [d for d in os.listdir(out) if d.startswith(".tfrecords-staging-")] if os.path.isdir(out) else []
-        return any(os.path.getsize(os.path.join(out, s, f)) > 0 for s in staging
-                   for f in os.listdir(os.path.join(out, s)))
+    def writing():  # a shard is being written in the resume area
+        areas = [d for d in os.listdir(out) if d.startswith(".tfrecords-resume-")] if os.path.isdir(out) else []
+        return any(os.path.getsize(os.path.join(out, a, f)) > 0 for a in areas
+                   for f in os.listdir(os.path.join(out, a)))
     _wait_for(writing, proc)
     _kill(proc)
     assert not _final_shards(out) and not os.path.exists(os.path.join(out, "manifest.json"))
     assert not verify_output(out).ok
-    # The same command again: the dead run's lock is taken over, its staging folder removed.
+    # The same command again: the dead run's lock is taken over, its staging folder removed, its
+    # complete shards (if any) kept; the resume area goes with a successful publish.
     assert convert("--input", root, "--output", out, *ARGS) == 0
     assert_like_clean(out, clean_shards, clean)
 
@@ -293,13 +294,32 @@ def test_killed_while_publishing(dataset, tmp_path, capsys):
     assert len(_final_shards(out)) == 1 and not os.path.exists(os.path.join(out, "manifest.json"))
     report = verify_output(out)
     assert not report.ok and "not a complete output" in report.errors[0]
-    assert convert("--input", root, "--output", out, *ARGS) == 2
-    assert "already holds an incomplete dataset (no manifest.json)" in capsys.readouterr().err
-    # Rerun with another shard count: none of the killed run's shards may remain.
-    assert convert("--input", root, "--output", out, "--overwrite", "--num_shards", "2",
+    # The same command again: the killed publish is undone (its shard moved back to the resume
+    # area), and every shard the killed run completed is kept, none written again.
+    capsys.readouterr()
+    assert convert("--input", root, "--output", out, *ARGS) == 0
+    captured = capsys.readouterr()
+    assert "a run killed while publishing into" in captured.err and "1 of its files moved back" in captured.err
+    assert "resumed: 8 shards (120 records) kept from a killed run" in captured.out
+    assert manifest(out)["made"]["shards_resumed"] == 8
+    assert_like_clean(out, clean_shards, clean)
+
+
+def test_killed_while_publishing_then_other_options(dataset, tmp_path):
+    root, clean, clean_shards = dataset
+    out = str(tmp_path / "out")
+    gate = str(tmp_path / "gate")
+    proc = _start(["--input", root, "--output", out, *ARGS], gate=gate, hold_renames_into=out)
+    _wait_for(lambda: os.path.exists(gate + ".reached"), proc)
+    _kill(proc)
+    # Rerun with another shard count: none of the killed run's shards may remain, and its resume
+    # area (of other options) is never used, and removed once this run publishes.
+    assert convert("--input", root, "--output", out, "--num_shards", "2",
                    "--split", "train=0.75,validation=0.25", "--max_reject_fraction", "0.1") == 0
     assert sorted(_final_shards(out)) == ["train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord",
                                           "validation-00000-of-00002.tfrecord", "validation-00001-of-00002.tfrecord"]
+    assert manifest(out)["made"]["shards_resumed"] == 0
+    assert not [d for d in os.listdir(out) if d.startswith(".")]
     assert convert("--input", root, "--output", out, *ARGS, "--overwrite") == 0
     assert_like_clean(out, clean_shards, clean)
 

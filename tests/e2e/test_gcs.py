@@ -22,7 +22,10 @@ def check_output(prefix, local, expected_labels, source):
     which hashes what was read, would pass)."""
     names = download_prefix(prefix, local)
     shards = [n for n in names if n.endswith(".tfrecord")]
-    assert set(names) == DATASET_FILES | set(shards), names  # no staging, lock or temp objects
+    # A version (--versioned) also holds each shard's provenance, for the next version's copies.
+    provenance = {f"provenance/{n}.jsonl" for n in shards} & set(names)
+    assert not provenance or provenance == {f"provenance/{n}.jsonl" for n in shards}, names
+    assert set(names) == DATASET_FILES | set(shards) | provenance, names  # no staging, lock or temp objects
     check_against_source(local, expected_labels, source)
     return manifest(local)
 

@@ -110,14 +110,15 @@ def temp_files(out: str) -> list:
     return [n for n in os.listdir(out) if ".tmp-" in n]
 
 
-def assert_fails_then_overwrite_works(images, out, disk, capsys, labels):
+def assert_fails_then_rerun_resumes(images, out, disk, capsys, labels):
     err = capsys.readouterr().err
     assert not os.path.exists(os.path.join(out, "manifest.json"))
     assert temp_files(out) == [] and not os.path.exists(os.path.join(out, ".tfrecords.lock"))
     assert not verify_output(out).ok
     disk.free()
-    assert convert("--input", images, "--output", out) == 2  # not a complete dataset: refused ...
-    assert convert("--input", images, "--output", out, "--overwrite") == 0  # ... until --overwrite
+    # The same command again: the failed publish is undone and its shards kept (resume), not refused.
+    assert convert("--input", images, "--output", out) == 0
+    assert "was undone" in capsys.readouterr().err and manifest(out)["made"]["shards_resumed"] == 1
     assert verify_output(out).ok and len(read_examples(out, "train")) == len(labels)
     return err
 
@@ -128,7 +129,7 @@ def test_disk_full_while_writing_the_manifest(tree, small_disk, monkeypatch, cap
     fill_before(monkeypatch, small_disk, "create_only", "manifest.json")
     assert convert("--input", images, "--output", out) == 1
     monkeypatch.undo()
-    err = assert_fails_then_overwrite_works(images, out, small_disk, capsys, labels)
+    err = assert_fails_then_rerun_resumes(images, out, small_disk, capsys, labels)
     assert "No space left on device" in err and "nothing was published" in err and "Traceback" not in err
 
 
@@ -138,7 +139,7 @@ def test_disk_full_while_writing_the_label_map(tree, small_disk, monkeypatch, ca
     fill_before(monkeypatch, small_disk, "write_chunks", "label_map.json")
     assert convert("--input", images, "--output", out) == 1
     monkeypatch.undo()
-    err = assert_fails_then_overwrite_works(images, out, small_disk, capsys, labels)
+    err = assert_fails_then_rerun_resumes(images, out, small_disk, capsys, labels)
     assert "No space left on device" in err and "Traceback" not in err
 
 

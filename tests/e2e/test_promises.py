@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import (ROOT, check_against_source, convert, image_bytes, make_tree, manifest, read_all, scalar,
+from conftest import (ROOT, check_against_source, convert, image_bytes, make_tree, manifest, read_all, scalar, settle,
                       shard_checksums, shard_files, write)
 
 
@@ -165,16 +165,20 @@ def test_too_many_rejects_publish_nothing_and_keep_the_rejects(tmp_path, capsys)
     assert "above --max_reject_fraction" in err
     names = os.listdir(out)
     assert "manifest.json" not in names and not shard_files(out), names  # nothing published
-    assert not [n for n in names if n.startswith(".")], names  # no lock or staging left
+    # No lock or staging left; the complete shards wait in the resume area for a rerun (with another
+    # --max_reject_fraction, say), which keeps them.
+    assert [n for n in names if n.startswith(".")] == [n for n in names if n.startswith(".tfrecords-resume-")], names
+    assert len([n for n in names if n.startswith(".tfrecords-resume-")]) == 1, names
     failed = glob.glob(os.path.join(out, "failed-*.rejects.jsonl"))
     assert len(failed) == 1, names
     kept = rejects(out, os.path.basename(failed[0]))
     assert {p: r["reason"] for p, r in kept.items()} == {"cat/empty0.jpg": "empty", "cat/empty1.jpg": "empty",
                                                          "dog/page.jpg": "not_an_image"}
     assert os.path.basename(failed[0]) in err
-    # Pass 1 to never fail.
+    # Pass 1 to never fail: the refused run's shard is kept, not written again.
     assert convert("--input", root, "--output", out, "--max_reject_fraction", "1") == 0
     assert manifest(out)["rejects_by_reason"] == {"empty": 2, "not_an_image": 1}
+    assert "resumed: 1 shard" in capsys.readouterr().out and manifest(out)["made"]["shards_resumed"] == 1
 
 
 # --- tables: ambiguous ids, .gz, named columns, extra columns, label types ----------------------
@@ -387,6 +391,7 @@ class _Opens:
 def test_an_unchanged_versioned_run_reads_no_image(tmp_path, capsys):
     images, root = str(tmp_path / "images"), str(tmp_path / "dataset")
     labels = make_tree(images, per_class=3)
+    settle()  # files written just before a run are not trusted unchanged by the next one
     base = ["--input", images, "--output", root, "--versioned"]
     if _Opens.hook not in _hooks:
         sys.addaudithook(_Opens.hook)

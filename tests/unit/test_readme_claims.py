@@ -57,6 +57,24 @@ CLAIMS = {
         "test_gcs.py::test_versioned_dataset_in_a_bucket",
         "test_hardening_publish.py::test_latest_never_moves_to_an_empty_or_shrunken_version",
         "test_hardening_publish.py::test_a_run_that_read_latest_before_another_published_stops"],
+    "`tests/e2e/test_incremental.py` holds each step to a fresh full conversion": [
+        "test_incremental.py::test_ten_increments_are_each_byte_identical_to_a_full_conversion"],
+    "`tests/e2e/test_incremental.py` and `tests/e2e/test_incremental_gcs.py` check, each output": [
+        "test_incremental.py::test_ten_increments_are_each_byte_identical_to_a_full_conversion",
+        "test_incremental.py::test_a_label_changed_in_a_table_is_re_read_and_the_rest_copied",
+        "test_incremental_gcs.py::test_increments_in_a_bucket_are_byte_identical_and_read_only_what_changed",
+        "test_incremental.py::test_changed_options_or_full_convert_everything_and_say_why",
+        "test_incremental.py::test_incremental_with_other_options_is_byte_identical",
+        "test_incremental.py::test_compressed_or_array_record_shards_are_converted_in_full",
+        "test_incremental.py::test_a_missing_or_damaged_previous_shard_is_read_from_the_sources",
+        "test_incremental.py::test_damaged_or_forged_provenance_never_yields_a_wrong_record",
+        "test_incremental.py::test_killed_while_writing_then_resumed_is_byte_identical",
+        "test_incremental.py::test_killed_while_publishing_then_resumed_is_byte_identical",
+        "test_incremental.py::test_an_incremental_run_killed_and_resumed_is_byte_identical_to_a_full_one",
+        "test_incremental_gcs.py::test_a_killed_run_into_a_bucket_resumes_from_its_resume_area",
+        "test_incremental.py::test_two_runs_racing_on_one_root_the_lock_refuses_one",
+        "test_incremental.py::test_keep_versions_removes_the_oldest_and_says_so",
+        "test_incremental.py::test_a_dry_run_says_what_would_happen_and_reads_and_writes_nothing"],
     "checks that the scheduler body uses only declared template parameters": [
         "test_dataflow.py::test_flex_template_launch_of_the_scheduled_body", "test_dataflow.py::test_scheduler_job"],
     "`tests/e2e/test_spill.py` holds the two to byte-identical shards, rejects and label maps": [

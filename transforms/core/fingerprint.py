@@ -15,6 +15,28 @@ from typing import Iterable
 FINGERPRINT = "fingerprint"
 
 
+def shard_options(described: dict) -> dict:
+    """The settings that shape the shards and the manifest (not where they
+    go, how fast files are read, or when a run gives up on its rejects), from
+    the settings as the manifest records them (ConvertConfig.describe())."""
+    d = json.loads(json.dumps(described))  # a copy
+    out = d.pop("output")
+    d["feature_keys"] = out["feature_keys"]
+    d["inputs"].pop("fingerprint_root", None)
+    # The label map that results is fingerprinted instead (it is the same
+    # whether computed, or carried from the previous version).
+    d["labels"].pop("frozen_map", None)
+    d["labels"].pop("extend_map", None)
+    d["images"]["reads"].pop("in_flight", None)
+    d["images"]["reads"].pop("timeout", None)
+    # A run refused for its rejects (or for being empty, or shrinking) and
+    # rerun with another fraction or flag resumes: what may be published,
+    # not what is written.
+    for k in ("max_reject_fraction", "allow_empty", "allow_shrink"):
+        d.pop(k, None)
+    return d
+
+
 def options_digest(options: dict) -> str:
     return hashlib.sha256(json.dumps(options, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
@@ -27,5 +49,29 @@ def combine(unit_digests: Iterable[tuple], options_hex: str) -> str:
     return h.hexdigest()
 
 
-def unchanged(fingerprint: str, previous: str) -> bool:
-    return bool(previous) and fingerprint == previous
+# A listing unit's digest of the files whose times are too recent to trust
+# (transforms/core/provenance.py, racy) is named with this prefix: it counts
+# towards the fingerprint a run compares with the previous version's, not
+# towards the one it records, so a file changed just after a listing makes the
+# next run see a change, and the run after that does not see one again.
+RACY = "racy:"
+
+
+def combine_run(unit_digests: Iterable[tuple], options_hex: str) -> tuple:
+    """(recorded, compared) fingerprints of a run: the manifest records the
+    first; the second also covers the racy files and is what the run compares
+    with the previous version's, and names its resume area."""
+    ds = list(unit_digests)
+    return combine([d for d in ds if not d[0].startswith(RACY)], options_hex), combine(ds, options_hex)
+
+
+def recorded(fingerprint) -> str:
+    return fingerprint[0] if isinstance(fingerprint, tuple) else fingerprint
+
+
+def compared(fingerprint) -> str:
+    return fingerprint[1] if isinstance(fingerprint, tuple) else fingerprint
+
+
+def unchanged(fingerprint, previous: str) -> bool:
+    return bool(previous) and compared(fingerprint) == previous

@@ -108,6 +108,8 @@ class Rec(NamedTuple):
     orig_height: int = 0              # the input file's size, before --resize_* (0: not known)
     orig_width: int = 0
     orig_sha256: str = ""             # hex sha256 of the input file's bytes (set with --resize_*)
+    stamp: tuple = ()                 # the file's identity as listed (transforms/core/provenance.py); (): unknown
+    prev: tuple = ()                  # where the previous version holds this record (provenance.py); (): read it
 
 
 class Reject(NamedTuple):
@@ -142,6 +144,13 @@ class ShardResult(NamedTuple):
     label_counts: tuple  # ((label_id, count), ...) sorted
     index_temp_path: str = ""  # --index_files: the shard's index in the staging folder ("" without)
     index_bytes: int = 0
+    prov_temp_path: str = ""   # --versioned: the shard's provenance file in the staging folder ("" without)
+    prov_bytes: int = 0
+    prov_crc32c: str = ""
+    copied: int = 0            # records copied from the previous version's shards (incremental runs)
+    read: int = 0              # images read from the source (records written or rejected)
+    repaired: int = 0          # of those, records the previous version held damaged
+    resumed: bool = False      # written by an earlier, killed run of the same inputs (resume)
 
 
 _PACKED = frozenset({Rec, Reject})  # the NamedTuples pack() stores as plain tuples

@@ -174,6 +174,12 @@ class OutputSpec:
     republish: bool = False          # publish even when nothing changed
     job_ends_run: bool = False       # the job's Publish step releases the lock (a launcher that does not wait)
     check_only: bool = False         # `tfrecords check`: validate and report; no shards, no manifest
+    listed_at_ns: int = 0            # when the run started (before its listing): provenance's racy threshold
+    previous: object = None          # --versioned: provenance.PreviousVersion whose records may be copied
+    why_full: str = ""               # --versioned: why no record is copied from the previous version
+    keep_versions: int = 0           # --versioned: complete versions kept after publishing (0: all)
+    resume_parent: str = ""          # where the resume area lives (the root, or the output); "": no resume
+    racy_after_ns: int = 0           # files changed since this time are treated as changed (provenance.racy)
 
     @property
     def lock_dir(self) -> str:
@@ -193,6 +199,7 @@ class PublishSpec:
     max_reject_fraction: float = 1.0
     allow_empty: bool = False        # --allow_empty: publish a dataset of 0 records
     allow_shrink: bool = False       # --allow_shrink: a version may fall below half of LATEST's records
+    shard_options: dict = None       # the settings that shape the shards (the manifest's incremental.options)
 
     @property
     def job_ends_run(self) -> bool:

@@ -93,12 +93,14 @@ class RecordWriter:
         self._sink.write(data)
         self.bytes_written += len(data)
 
-    def write(self, chunks: list[bytes], length: int) -> None:
+    def write(self, chunks: list[bytes], length: int) -> int:
         """Frames one record given as chunks (see example_codec); small leading
-        and trailing chunks share a write with the framing."""
+        and trailing chunks share a write with the framing. Returns the
+        framing's (masked) CRC32C of the record's bytes."""
         header = _U64.pack(length)
         first = header + _U32.pack(mask(google_crc32c.value(header)))
-        last = _U32.pack(masked_crc(chunks))
+        data_crc = masked_crc(chunks)
+        last = _U32.pack(data_crc)
         body = list(chunks)
         if body and len(body[0]) <= _SMALL:
             first += body.pop(0)
@@ -108,6 +110,13 @@ class RecordWriter:
         for c in body:
             self._emit(c)
         self._emit(last)
+        self.records += 1
+        return data_crc
+
+    def write_framed(self, framed: bytes) -> None:
+        """Writes one record already framed (checked by the caller), as a
+        previous version's shard holds it."""
+        self._emit(framed)
         self.records += 1
 
     def close(self) -> str:

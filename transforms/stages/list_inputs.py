@@ -20,7 +20,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from tfrecord_pipelines.transforms.core import tables
-from tfrecord_pipelines.transforms.core.fingerprint import FINGERPRINT
+from tfrecord_pipelines.transforms.core.fingerprint import FINGERPRINT, RACY
 from tfrecord_pipelines.transforms.core.labels import nfc
 from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec, Reject, reject
 from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS, STATS, InputKind, InputSpec
@@ -28,6 +28,7 @@ from tfrecord_pipelines.transforms.storage import listing, spill
 from tfrecord_pipelines.transforms.storage.progress import Progress
 
 BATCH = 500
+_EMPTY = hashlib.sha256().hexdigest()
 
 
 def batched(items: Iterable, size: int = BATCH) -> Iterator[list]:
@@ -42,8 +43,8 @@ def batched(items: Iterable, size: int = BATCH) -> Iterator[list]:
 
 
 class _WalkFn(beam.DoFn):
-    def __init__(self, root: str, include: tuple, name: str, progress_dir: str = ""):
-        self._root, self._include, self._name = root, include, name
+    def __init__(self, root: str, include: tuple, name: str, progress_dir: str = "", racy_after_ns: int = 0):
+        self._root, self._include, self._name, self._racy = root, include, name, racy_after_ns
         self._progress_dir = progress_dir
 
     def setup(self):
@@ -52,15 +53,17 @@ class _WalkFn(beam.DoFn):
     def process(self, unit_bytes: bytes):
         unit = listing.unit_from_bytes(unit_bytes)
         counts = collections.Counter()
-        digest = hashlib.sha256()
+        digest, racy = hashlib.sha256(), hashlib.sha256()
         n = 0
-        for batch in batched(listing.walk_unit(self._root, unit, self._include, counts, digest)):
+        for batch in batched(listing.walk_unit(self._root, unit, self._include, counts, digest, self._racy, racy)):
             n += len(batch)
             self._progress.add(len(batch))
             yield batch
         # Beam's str coder refuses undecodable bytes; the key is the same for a valid name.
         key = unit_bytes.decode("utf-8", "backslashreplace")
         yield beam.pvalue.TaggedOutput(FINGERPRINT, (f"{self._name}/{key}", digest.hexdigest()))
+        if racy.hexdigest() != _EMPTY:
+            yield beam.pvalue.TaggedOutput(FINGERPRINT, (f"{RACY}{self._name}/{key}", racy.hexdigest()))
         yield beam.pvalue.TaggedOutput(STATS, ("listed", n))
         for name, count in counts.items():
             yield beam.pvalue.TaggedOutput(STATS, ("excluded/" + name, count))
@@ -139,7 +142,7 @@ def resolve_id(stem: str, grouped: dict) -> Iterator:
     for row in grouped["rows"]:
         if len(files) == 1:
             f = files[0]
-            yield row._replace(rel=f.rel, path=f.path, size=f.size, generation=f.generation)
+            yield row._replace(rel=f.rel, path=f.path, size=f.size, generation=f.generation, stamp=f.stamp)
         elif not files:
             yield reject(row, Reason.MISSING, f"no image file named {stem!r} with any image extension")
         else:
@@ -160,6 +163,19 @@ def dedupe(rel: str, recs: Iterable[Rec]) -> Iterator:
     yield recs[0]
     for r in recs[1:]:
         yield reject(r, Reason.DUPLICATE, f"the table names this file {len(recs)} times")
+
+
+def with_stamp(rel: str, values: Iterable) -> Iterator:
+    """dedupe() of the rows naming `rel`, each given the identity of the file
+    the image root's listing found under that path (Rec.stamp; values that
+    are not Recs are those stamps), for the next version's reuse."""
+    rows, stamps = [], []
+    for v in values:
+        (rows if isinstance(v, Rec) else stamps).append(v)
+    if not rows:
+        return
+    stamp = tuple(stamps[0]) if len(stamps) == 1 else ()
+    yield from dedupe(rel, (r if r.stamp or not stamp else r._replace(stamp=stamp) for r in rows))
 
 
 def _split_recs(items: Iterable) -> Iterator:
@@ -183,11 +199,12 @@ class ListInputs(beam.PTransform):
     """`spill_dir`: a local run's spill folder, where a table's rows wait to
     be grouped by path (and joined with files by id), not in the runner."""
 
-    def __init__(self, spec: InputSpec, spill_dir: str = "", progress_dir: str = ""):
+    def __init__(self, spec: InputSpec, spill_dir: str = "", progress_dir: str = "", racy_after_ns: int = 0):
         super().__init__()
         self._spec = spec
         self._spill_dir = spill_dir
         self._progress_dir = progress_dir  # a local run's progress files: the count listed so far
+        self._racy = racy_after_ns  # provenance.racy: see listing.walk_unit
 
     def expand(self, pbegin):
         spec = self._spec
@@ -209,13 +226,22 @@ class ListInputs(beam.PTransform):
         if spec.resolve_ids:
             recs, id_rejects = self._resolve_ids(root_walk[RECORDS], recs)
             rejects.append(id_rejects)
-        return self._one_per_file(recs, rejects, read[STATS], fingerprints)
+        stamps = None
+        if spec.fingerprint_root:  # each row gets its file's identity from the listing, joined by path
+            stamps = (root_walk[RECORDS] | "StampsUnbatch" >> beam.FlatMap(lambda b: b)
+                      | "Stamps" >> beam.Map(lambda r: (r.rel, r.stamp)))
+        return self._one_per_file(recs, rejects, read[STATS], fingerprints, stamps)
 
-    def _one_per_file(self, recs, rejects: list, stats, fingerprints: list) -> dict:
-        """A table's rows grouped by file (dedupe), batched."""
-        deduped = (recs | "ByPath" >> beam.Map(lambda r: (r.rel, r))
+    def _one_per_file(self, recs, rejects: list, stats, fingerprints: list, stamps=None) -> dict:
+        """A table's rows grouped by file (dedupe), batched; with `stamps`
+        ((rel, file identity) from the image root's listing), each row gets
+        its file's identity, for the next version's reuse."""
+        by_path = recs | "ByPath" >> beam.Map(lambda r: (r.rel, r))
+        if stamps is not None:
+            by_path = (by_path, stamps) | "RowsAndStamps" >> beam.Flatten()
+        deduped = (by_path
                    | "GroupByPath" >> spill.GroupByKey(self._spill_dir)
-                   | "Dedupe" >> beam.FlatMapTuple(lambda rel, rs: _split_recs(dedupe(rel, rs)))
+                   | "Dedupe" >> beam.FlatMapTuple(lambda rel, rs: _split_recs(with_stamp(rel, rs)))
                    .with_outputs(REJECTS, main=RECORDS))
         rejects.append(deduped[REJECTS])
         return {RECORDS: deduped[RECORDS] | "Batch" >> beam.BatchElements(min_batch_size=BATCH, max_batch_size=BATCH)
@@ -242,7 +268,8 @@ class ListInputs(beam.PTransform):
         return (pbegin | f"{name}Root" >> beam.Create([root])
                 | f"{name}Units" >> beam.FlatMap(lambda r: map(listing.unit_to_bytes, listing.folder_units(r)))
                 | f"{name}Spread" >> beam.Reshuffle()
-                | f"{name}Walk" >> beam.ParDo(_WalkFn(root, self._spec.include, name, self._progress_dir if name == "Tree" else ""))
+                | f"{name}Walk" >> beam.ParDo(_WalkFn(root, self._spec.include, name,
+                                                      self._progress_dir if name == "Tree" else "", self._racy))
                 .with_outputs(STATS, FINGERPRINT, main=RECORDS))
 
     def _resolve_ids(self, root_files, recs):

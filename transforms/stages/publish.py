@@ -32,16 +32,17 @@ import datetime
 import errno
 import json
 import logging
+import os
 from typing import Iterable, NamedTuple
 
 import apache_beam as beam
 
-from tfrecord_pipelines.transforms.core import publishable, resize, tfds_metadata
+from tfrecord_pipelines.transforms.core import fingerprint, provenance, publishable, resize, tfds_metadata
 from tfrecord_pipelines.transforms.core.errors import ConversionError
 from tfrecord_pipelines.transforms.core.features import feature_roles, feature_schema, tfmd_schema
 from tfrecord_pipelines.transforms.core.records import ShardResult
 from tfrecord_pipelines.transforms.core.specs import PublishSpec
-from tfrecord_pipelines.transforms.storage import fsutil, layout, report_data, run_lock
+from tfrecord_pipelines.transforms.storage import fsutil, layout, report_data, resume, run_lock
 from tfrecord_pipelines.transforms.storage.reject_log import RejectLog
 
 
@@ -116,7 +117,7 @@ def build_manifest(spec: PublishSpec, got: RunResults, shards: dict) -> dict:
         "options": spec.options,
         # Re-encoded (resized) bytes are the same for the same options and these versions.
         "image_library": resize.library_versions(),
-        "fingerprint": {"run": got.fingerprint, "options": spec.options_fingerprint},
+        "fingerprint": {"run": fingerprint.recorded(got.fingerprint), "options": spec.options_fingerprint},
         "quality": got.quality,
     }
     tfds_files = tfds_metadata.metadata_files(manifest, "")
@@ -127,7 +128,44 @@ def build_manifest(spec: PublishSpec, got: RunResults, shards: dict) -> dict:
     if spec.output.root:
         manifest["version"] = spec.output.version
         manifest["previous_version"] = spec.output.previous_version
+        manifest["incremental"] = incremental_section(spec, [s for ss in shards.values() for s in ss])
+    manifest["made"] = how_made(spec, got, [s for ss in shards.values() for s in ss])
     return manifest
+
+
+def incremental_section(spec: PublishSpec, shards: list) -> dict:
+    """What a later version needs to take this one's records (--versioned):
+    the settings they were made with, when the listing started (files changed
+    since are not trusted unchanged: provenance.racy), and each shard's
+    provenance file with its size and CRC32C."""
+    section = {"options": spec.shard_options, "listed_at_ns": spec.output.listed_at_ns}
+    if shards and all(s.prov_temp_path for s in shards):
+        section["format"] = provenance.FORMAT
+        section["provenance"] = {s.name: {"file": provenance.provenance_name(s.name), "bytes": s.prov_bytes,
+                                          "crc32c": s.prov_crc32c} for s in shards}
+    elif not shards:
+        section.update(format=provenance.FORMAT, provenance={})
+    return section
+
+
+def how_made(spec: PublishSpec, got: RunResults, shards: list) -> dict:
+    """How this output was made: from which version records were copied (or
+    why none were), how many were copied and read, and what a killed run's
+    resume kept. The only part of the manifest (with the run's id, times and
+    version names) in which an incremental or resumed run differs from a full one."""
+    out, stats = spec.output, got.stats
+    fresh = [s for s in shards if not s.resumed]
+    made = {"from_version": out.previous.version if out.previous else None,
+            "full_because": None if out.previous else (out.why_full or None),
+            "records_copied": sum(s.copied for s in fresh),
+            "images_read": sum(s.read for s in fresh) + stats.get("incremental/validation_rejects", 0),
+            "records_repaired": sum(s.repaired for s in fresh),
+            "shards_resumed": len(shards) - len(fresh),
+            "records_in_resumed_shards": sum(s.records for s in shards if s.resumed)}
+    if out.previous:
+        made.update({k: stats.get(f"incremental/{k}", 0) for k in ("unchanged", "new", "changed", "removed")})
+        made["records_of_damaged_provenance"] = stats.get("incremental/damaged", 0)
+    return made
 
 
 def _shard_entry(s: ShardResult) -> dict:
@@ -162,7 +200,7 @@ class RunResults(NamedTuple):
     stats: dict         # {"listed": n, "not_selected": n, "excluded/<why>": n}
     label_map: object   # LabelMap
     plans: dict         # {split: SplitPlan}
-    fingerprint: str    # the run's
+    fingerprint: tuple  # the run's (recorded, compared): transforms/core/fingerprint.py
     quality: object = None  # the manifest's "quality" section (transforms/stages/check_quality.py); None: off
 
 
@@ -189,9 +227,13 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
             _move_latest(out)
         return current
     run_lock.check(out.lock_dir, out.run_id)
-    if out.previous_fingerprint and not out.republish and got.fingerprint == out.previous_fingerprint:
+    area = resume.area(out.resume_parent, fingerprint.compared(got.fingerprint), spec.tool_version) \
+        if out.resume_parent else ""
+    if not out.republish and fingerprint.unchanged(got.fingerprint, out.previous_fingerprint):
         logging.getLogger(__name__).warning(
             "inputs and options unchanged since version %s: nothing published", out.previous_version)
+        if out.resume_parent:
+            resume.remove_all(out.resume_parent)
         return {"unchanged_since": out.previous_version}
     by_split = collect_shards(got.shards, got.plans)
     # Is this the dataset asked for? (transforms/core/publishable.py; here, so a Dataflow job checks it too)
@@ -209,11 +251,17 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
     manifest["warnings"] = [*verdict.warnings, *([f"TFDS: {why}"] if why else [])]
     for line in manifest["warnings"]:
         logging.getLogger(__name__).warning("%s", line)
+    if out.root and out.keep_versions:
+        manifest["made"]["versions_removed"] = versions_to_remove(out)
+    companions = _companions(got, manifest)
     run_lock.check(out.lock_dir, out.run_id)  # the last moment before the old output is touched
     with _writing(out.output):
+        if area:  # what a run killed from here on must undo (transforms/storage/resume.py)
+            resume.write_journal(area, out.output, _planned_moves(out.output, all_shards),
+                                 sorted(companions) + [report_data.REPORT], versioned=bool(out.root))
         fsutil.delete([manifest_path])
-        _move_shards_in(out.output, spec.staging, all_shards)
-        for name, data in _companions(got, manifest).items():
+        _move_shards_in(out.output, all_shards)
+        for name, data in companions.items():
             fsutil.write_chunks(fsutil.join(out.output, name), [data] if isinstance(data, bytes) else data)
         _remove_stale_tfds_files(out.output, manifest["tfds"]["metadata"])
     check_published(out.output, all_shards)  # never a manifest beside missing shards
@@ -227,11 +275,35 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
         except fsutil.AlreadyExists:
             raise PublishError(f"{manifest_path} appeared while publishing: another run wrote this output") from None
     check_published(out.output, all_shards, out.run_id)
+    if out.resume_parent:  # published: no run can use a resume area of this root or output any more
+        resume.remove_all(out.resume_parent)
     # Only now, with the version complete, may training jobs see it.
     if out.root:
         run_lock.check(out.lock_dir, out.run_id)
         _move_latest(out)
+        for name in manifest["made"].get("versions_removed", []):
+            fsutil.delete_tree(fsutil.join(out.root, name))
     return manifest
+
+
+def versions_to_remove(out) -> list:
+    """--keep_versions: the complete versions beyond the newest N, never the
+    one LATEST names nor this one; folders without a manifest (a run that
+    failed or is being written) are never counted or removed."""
+    latest = layout.latest_name(out.root)
+    complete = [(out.run_id, out.version)]
+    protect = {out.version}
+    for name in fsutil.list_subdirs(out.root):
+        if name == out.version or not layout.VERSION_NAME.match(name):
+            continue
+        try:
+            run_id = str(layout.read_manifest(fsutil.join(out.root, name), check=False).get("run_id"))
+        except Exception:  # no manifest: not a complete version
+            continue
+        complete.append((run_id, name))
+        if name == latest and run_id[:15] > out.run_id[:15]:
+            protect.add(name)  # a later run's version, which LATEST keeps naming (layout.publish_latest)
+    return provenance.versions_beyond(complete, out.keep_versions, protect)
 
 
 def _previous_version(out) -> "publishable.Previous | None":
@@ -325,6 +397,10 @@ def check_published(output: str, shards: list, run_id: str = "") -> None:
     bad = [s.name for s in shards if sizes.get(s.name) != s.bytes]
     bad += [layout.index_name(s.name) for s in shards
             if s.index_temp_path and sizes.get(layout.index_name(s.name)) != s.index_bytes]
+    if any(s.prov_temp_path for s in shards):
+        prov = fsutil.list_sizes(fsutil.join(output, provenance.FOLDER))
+        bad += [provenance.provenance_name(s.name) for s in shards
+                if s.prov_temp_path and prov.get(provenance.provenance_name(s.name).split("/", 1)[1]) != s.prov_bytes]
     problem = ""
     if bad:
         problem = (f"{len(bad)} shards or shard indexes missing after publishing or of the wrong size "
@@ -361,31 +437,47 @@ def _prune_failed_rejects(output: str, run_id: str) -> None:
     fsutil.delete([fsutil.join(output, n) for n in older[:max(0, len(older) - (layout.KEEP_FAILED_REJECTS - 1))]])
 
 
-def _move_shards_in(output: str, staging: str, shards: list) -> None:
+def _side_files(output: str, s: ShardResult) -> list:
+    """(staged path, final path) of a shard's index and provenance files."""
+    out = []
+    if s.index_temp_path:
+        out.append((s.index_temp_path, fsutil.join(output, layout.index_name(s.name))))
+    if s.prov_temp_path:
+        out.append((s.prov_temp_path, fsutil.join(output, provenance.provenance_name(s.name))))
+    return out
+
+
+def _planned_moves(output: str, shards: list) -> list:
+    return [m for s in shards for m in [(s.temp_path, fsutil.join(output, s.name)), *_side_files(output, s)]]
+
+
+def _move_shards_in(output: str, shards: list) -> None:
     """Removes every shard file that is not this run's (another count, split or
-    compression), and every shard index that is not (a run without
-    --index_files leaves none), then gives this run's shards and indexes their
-    final names. A replay finds them already moved."""
+    compression), and every shard index and provenance file that is not,
+    then gives this run's shards and their files their final names. A replay
+    finds them already moved."""
     keep = {s.name for s in shards} | {layout.index_name(s.name) for s in shards if s.index_temp_path}
     present = fsutil.list_sizes(output)
     fsutil.delete([fsutil.join(output, n) for n in present
                    if (layout.SHARD_RE.match(n) or layout.INDEX_RE.match(n)) and n not in keep])
-    # One listing and batched renames, not requests per shard: on GCS a rename
+    prov_folder = fsutil.join(output, provenance.FOLDER)
+    kept_prov = {provenance.provenance_name(s.name).split("/", 1)[1] for s in shards if s.prov_temp_path}
+    present_prov = fsutil.list_sizes(prov_folder)
+    fsutil.delete([fsutil.join(prov_folder, n) for n in present_prov if n not in kept_prov])
+    if kept_prov and fsutil.is_local(output):
+        os.makedirs(prov_folder, exist_ok=True)
+    # One listing per staging folder and batched renames, not requests per shard: on GCS a rename
     # is a copy and a delete, and 1,024 shards one by one took minutes.
-    staged = fsutil.list_sizes(staging)
+    staged: dict = {}
     moves = []
-    for s in shards:
-        final = fsutil.join(output, s.name)
-        if s.temp_path.rsplit("/", 1)[-1] in staged:
-            moves.append((s.temp_path, final))
-        elif present.get(s.name) != s.bytes:
-            raise PublishError(f"shard {s.name} is missing from the staging folder {staging}")
-        if s.index_temp_path:
-            index = layout.index_name(s.name)
-            if s.index_temp_path.rsplit("/", 1)[-1] in staged:
-                moves.append((s.index_temp_path, fsutil.join(output, index)))
-            elif present.get(index) != s.index_bytes:
-                raise PublishError(f"shard index {index} is missing from the staging folder {staging}")
+    for src, dst in _planned_moves(output, shards):
+        folder, base = src.rsplit("/", 1) if "/" in src else ("", src)
+        if folder not in staged:
+            staged[folder] = fsutil.list_sizes(folder)
+        if base in staged[folder]:
+            moves.append((src, dst))
+        elif not fsutil.exists(dst):
+            raise PublishError(f"{dst.rsplit('/', 1)[-1]} is missing from the staging folder {folder}")
     fsutil.rename_many(moves)
 
 

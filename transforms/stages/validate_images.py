@@ -18,7 +18,7 @@ import hashlib
 
 import apache_beam as beam
 
-from tfrecord_pipelines.transforms.core import quality
+from tfrecord_pipelines.transforms.core import provenance, quality
 from tfrecord_pipelines.transforms.core.images import ImagePolicy, configure_pillow, validate_record
 from tfrecord_pipelines.transforms.core.records import Batch, Reject, pack
 from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS
@@ -57,7 +57,14 @@ class _ValidateFn(beam.DoFn):
         if self._pool is None:
             self._pool = make_pool(reads, recs[0].path)
         waiting: list = []  # (index in good, hash input)
-        for rec, got in read_ahead(recs, lambda r: read_record(r, reads), in_flight(reads, recs[0].path),
+        kept = [r for r in recs if r.prev]  # to be taken from the previous version (match_previous.py): not read
+        for rec in kept:
+            if rec.prev[0] == provenance.COPY:
+                good.append(rec)
+            else:
+                bad.append(Reject(rec.rel, rec.prev[1], rec.prev[2], rec.split or ""))
+        recs = [r for r in recs if not r.prev] if kept else recs
+        for rec, got in read_ahead(recs, lambda r: read_record(r, reads), in_flight(reads, recs[0].path) if recs else 1,
                                    self._pool):
             out = read_reject(rec, got.error) if got.error else validate_record(got.value[1], got.value[0],
                                                                                   self._policy)

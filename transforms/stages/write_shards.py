@@ -19,7 +19,21 @@ With --index_files, the shard's index (one line `<offset> <length>` per
 record, the format of DALI's tfrecord2idx) is built from the writer's byte
 counts as each record is written, and staged and published with the shard.
 
-Input:  ((split, index, num_shards), [packed [(position, Rec), ...], ...])
+Incremental versions (transforms/stages/match_previous.py): a record that
+carries Rec.prev is not read. Its framed bytes are copied from the previous
+version's shard (nearby records in one read: provenance.plan_units), each
+checked first (provenance.check_framed); one that fails is read from its
+source instead. A reject the previous version decided from the file's bytes
+is carried. With --versioned, each shard's provenance file (what a later
+version needs to do the same) is written beside it.
+
+Resume (transforms/storage/resume.py): shards are staged in the resume area
+named after the run's fingerprint, each followed by its done-record once its
+files are complete; a shard that has a sound done-record there is not written
+again: its result, rejects and quality rows are emitted from the record.
+
+Input:  ((split, index, num_shards), [packed [(position, Rec), ...], ...]); side inputs: the
+        label map, the run's fingerprint
 Output: ShardResult; rejects [Reject]; quality [quality.Row] per shard (with quality_rows)
 """
 from __future__ import annotations
@@ -27,24 +41,30 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
+import logging
 import operator
 import uuid
 from typing import NamedTuple, Union
 
 import apache_beam as beam
+import google_crc32c
 
 from tfrecord_pipelines.transforms.core.features import ExampleEncoder
-from tfrecord_pipelines.transforms.core import quality
+from tfrecord_pipelines.transforms.core import fingerprint as fp
+from tfrecord_pipelines.transforms.core import provenance, quality
 from tfrecord_pipelines.transforms.core.images import BadImage, ImagePolicy, configure_pillow, reencode_image, validate_record
 from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec, Reject, ShardResult, fingerprint, reject
 from tfrecord_pipelines.transforms.core.sharding import shard_name
 from tfrecord_pipelines.transforms.core.specs import QUALITY, REJECTS, OutputFormat, ReadPolicy
-from tfrecord_pipelines.transforms.core.tfrecord_io import Compression
-from tfrecord_pipelines.transforms.storage import fsutil, layout, reads, spill
+from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, crc32c_text
+from tfrecord_pipelines.transforms.storage import fsutil, layout, previous, reads, resume, spill
 from tfrecord_pipelines.transforms.storage.array_record_io import shard_writer
 from tfrecord_pipelines.transforms.storage.gcs import StorageUnavailable
 from tfrecord_pipelines.transforms.storage.progress import Progress
 from tfrecord_pipelines.transforms.storage.reads import make_pool, read_ahead, read_input, read_record, read_reject
+
+log = logging.getLogger(__name__)
+
 
 def read_again(rec: Rec, policy: ReadPolicy) -> bytes:
     """The bytes validated, read a second time: on GCS the same object
@@ -109,17 +129,19 @@ def prepare(rec: Rec, policy: ImagePolicy, validate: bool) -> Union[Prepared, Re
     return Prepared(rec, data, sha, hash_src)
 
 
-def rows_with_hashes(split: str, waiting: list) -> list:
-    """The quality rows of written records [(rec, sha256 hex, hash input or None)]."""
-    phashes = quality.hashes([src for _, _, src in waiting])
-    return [quality.Row(rec.rel, split, rec.label_text, rec.label_id, sha, rec.phash if src is None else ph,
-                        rec.width, rec.height) for (rec, sha, src), ph in zip(waiting, phashes)]
+class Reuse(NamedTuple):
+    """What WriteShards needs beyond the shards themselves (all optional)."""
+    resume_parent: str = ""       # resume.area's parent ("": stage in the run's own staging folder)
+    tool_version: str = ""
+    previous: object = None       # provenance.PreviousVersion whose records may be copied
+    provenance: bool = False      # write each shard's provenance file (--versioned, uncompressed TFRecord)
 
 
 class _WriteShardFn(beam.DoFn):
     def __init__(self, staging: str, compression: Compression, policy: ImagePolicy,
                  keys: dict, validate: bool, progress_dir: str = "", index_files: bool = False,
-                 output_format: OutputFormat = OutputFormat.TFRECORD, quality_rows: bool = False):
+                 output_format: OutputFormat = OutputFormat.TFRECORD, quality_rows: bool = False,
+                 reuse: Reuse = Reuse()):
         self._staging = staging
         self._quality_rows = quality_rows
         self._index_files = index_files
@@ -130,85 +152,178 @@ class _WriteShardFn(beam.DoFn):
         self._keys = keys
         self._validate = validate
         self._progress_dir = progress_dir
+        self._reuse = reuse
         self._records = beam.metrics.Metrics.counter("tfrecords", "records_written")
         self._bytes = beam.metrics.Metrics.counter("tfrecords", "bytes_written")
         self._shards = beam.metrics.Metrics.counter("tfrecords", "shards_written")
+        self._copied = beam.metrics.Metrics.counter("tfrecords", "records_copied")
+        self._resumed = beam.metrics.Metrics.counter("tfrecords", "shards_resumed")
         # The counters ValidateImages keeps, when validation happens here.
         self._valid = beam.metrics.Metrics.counter("tfrecords", "images_valid")
         self._rejected = beam.metrics.Metrics.counter(
             "tfrecords", "images_rejected" if validate else "rejected_changed")
 
     def setup(self):
-        if self._validate:
-            configure_pillow(self._policy)
+        # Also with two reads: a damaged record of the previous version is read and validated here.
+        configure_pillow(self._policy)
         self._progress = Progress(self._progress_dir, "write")
         self._validated = Progress(self._progress_dir if self._validate else "", "validate")
         self._pool = None
         self._encoders: dict = {}  # label kind -> ExampleEncoder (the kind comes with the label map)
+        self._done = None  # the resume area's done-records, when first needed
 
-    def process(self, element, label_map):
+    def _where(self, fingerprint: str) -> str:
+        r = self._reuse
+        return resume.area(r.resume_parent, fp.compared(fingerprint), r.tool_version) if r.resume_parent \
+            else self._staging
+
+    def process(self, element, label_map, fingerprint=""):
         (split, index, num_shards), groups = element
         recs = [rec for _, rec in sorted((it for g in groups for it in spill.load(g)), key=operator.itemgetter(0))]
         name = shard_name(split, index, num_shards, self._compression.suffix, self._output_format.extension)
-        temp = fsutil.join(self._staging, f"{name}.{uuid.uuid4().hex}")
+        where = self._where(fingerprint)
+        if self._reuse.resume_parent and self._done_names(where) and name + resume.DONE_SUFFIX in self._done:
+            done = resume.load_done(where, name, split, index, num_shards)
+            if done is not None:  # a killed run of these inputs completed it: kept
+                result, rejects, rows = done
+                self._resumed.inc()
+                if rejects:
+                    yield beam.pvalue.TaggedOutput(REJECTS, Batch(rejects))
+                if rows and self._quality_rows:
+                    yield beam.pvalue.TaggedOutput(QUALITY, Batch(quality.Row(*r) for r in rows))
+                yield result
+                return
+        yield from self._write(split, index, num_shards, name, where, recs, label_map)
+
+    def _done_names(self, where: str) -> bool:
+        """Whether the resume area holds done-records, listed once per
+        instance (a shard completed since is written again: the same bytes)."""
+        if self._done is None:
+            self._done = {n for n in fsutil.list_dir(where) if n.endswith(resume.DONE_SUFFIX)}
+        return bool(self._done)
+
+    def _write(self, split, index, num_shards, name, where, recs, label_map):
+        temp = fsutil.join(where, f"{name}.{uuid.uuid4().hex}")
         label_counts = collections.Counter()
         index_lines: list = []
         rejects = Batch()
         rows = Batch() if self._quality_rows else None  # for CheckQuality: a small row per record written
-        waiting: list = []  # records written whose rows wait for their hashes
-        policy, validate = self._policy, self._validate
+        entries = [] if self._reuse.provenance else None
+        reject_entries: list = []
+        waiting: list = []  # records written whose rows and provenance wait for their hashes
+        counts = collections.Counter()
+        policy = self._policy
         in_flight = reads.in_flight(policy.reads, recs[0].path) if recs else 1
         encoder = self._encoder(label_map.kind)
         if self._pool is None and recs:
             self._pool = make_pool(policy.reads, recs[0].path)
+        units = provenance.plan_units(recs)
         with shard_writer(temp, self._output_format, self._compression) as writer:
-            for _, got in read_ahead(recs, lambda r: prepare(r, policy, validate), in_flight, self._pool):
+            for _, got in read_ahead(units, self._fetch, in_flight, self._pool):
                 if got.error is not None:
                     raise got.error  # a bug or a store that stopped answering: the bundle fails
-                if isinstance(got.value, Reject):
-                    rejects.append(got.value)
-                    self._validated.add(0, 0, 1)
-                    continue
-                rec, data, sha, hash_src = got.value
-                self._validated.add(1, rec.size)
-                if rows is not None:
-                    waiting.append((rec, sha, hash_src))
+                for how, rec, item in got.value:
+                    counts[how] += 1
+                    if isinstance(item, Reject):
+                        rejects.append(item)
+                        if how != "carried":
+                            self._validated.add(0, 0, 1)
+                        e = provenance.reject_entry(rec, item) if entries is not None else None
+                        if e is not None:
+                            reject_entries.append(e)
+                        continue
+                    before = writer.bytes_written
+                    if how == "copy":
+                        framed, sha = item
+                        writer.write_framed(framed)
+                        crc, hash_src = rec.prev[4], None
+                    else:
+                        rec, data, sha, hash_src = item
+                        self._validated.add(1, rec.size)
+                        chunks, length = encoder.encode(rec, data, sha)
+                        crc = writer.write(chunks, length)
+                    waiting.append(provenance.Written(rec, sha, hash_src, (before, writer.bytes_written - before, crc)))
                     if len(waiting) >= quality.HASH_BATCH:
-                        rows.extend(rows_with_hashes(split, waiting))
+                        provenance.flush_written(split, waiting, rows, entries)
                         waiting = []
-                chunks, length = encoder.encode(rec, data, sha)
-                before = writer.bytes_written
-                writer.write(chunks, length)
-                if rec.label_id is not None:
-                    label_counts[rec.label_id] += 1
-                self._progress.add(1, writer.bytes_written - before)
-                if self._index_files:
-                    # Uncompressed (parse refuses an index otherwise): the bytes
-                    # written are the record's offset and framed length.
-                    index_lines.append(b"%d %d\n" % (before, writer.bytes_written - before))
+                    if rec.label_id is not None:
+                        label_counts[rec.label_id] += 1
+                    self._progress.add(1, writer.bytes_written - before)
+                    if self._index_files:
+                        # Uncompressed (parse refuses an index otherwise): the bytes
+                        # written are the record's offset and framed length.
+                        index_lines.append(b"%d %d\n" % (before, writer.bytes_written - before))
             crc = writer.close()
-        if waiting:
-            rows.extend(rows_with_hashes(split, waiting))
-        index_temp, index_data = "", b""
-        if self._index_files:
-            index_data = b"".join(index_lines)
-            index_temp = fsutil.join(self._staging, f"{layout.index_name(name)}.{uuid.uuid4().hex}")
-            with fsutil.open_write(index_temp) as sink:
-                sink.write(index_data)
+        provenance.flush_written(split, waiting, rows, entries)
+        index_temp, index_data = self._side_file(where, layout.index_name(name), b"".join(index_lines)) \
+            if self._index_files else ("", b"")
+        prov_temp, prov_data = ("", b"")
+        if entries is not None:
+            prov_temp, prov_data = self._side_file(where, f"{name}.prov",
+                                                   b"".join(map(provenance.encode_entry, entries + reject_entries)))
+        copied, read = counts["copy"], counts["read"] + counts["repair"]
         self._records.inc(writer.records)
         self._bytes.inc(writer.bytes_written)
         self._shards.inc()
-        self._rejected.inc(len(rejects))
+        self._copied.inc(copied)
+        self._rejected.inc(len(rejects) - counts["carried"])
         if self._validate:
-            self._valid.inc(writer.records)
+            self._valid.inc(writer.records - copied)
         self._progress.flush()
         self._validated.flush()
+        result = ShardResult(split, index, num_shards, name, temp, writer.records, writer.bytes_written,
+                             crc, tuple(sorted(label_counts.items())), index_temp, len(index_data), prov_temp,
+                             len(prov_data), crc32c_text(google_crc32c.value(prov_data)) if prov_temp else "",
+                             copied, read, counts["repair"])
+        if self._reuse.resume_parent:  # after every file of the shard is complete
+            resume.write_done(where, result, rejects, rows or [],
+                              crc32c_text(google_crc32c.value(index_data)) if index_temp else "")
         if rejects:
             yield beam.pvalue.TaggedOutput(REJECTS, rejects)
         if rows:
             yield beam.pvalue.TaggedOutput(QUALITY, rows)
-        yield ShardResult(split, index, num_shards, name, temp, writer.records, writer.bytes_written,
-                          crc, tuple(sorted(label_counts.items())), index_temp, len(index_data))
+        yield result
+
+    def _side_file(self, where: str, name: str, data: bytes) -> tuple:
+        """(staged path, bytes) of a file staged beside a shard (its index, its provenance)."""
+        temp = fsutil.join(where, f"{name}.{uuid.uuid4().hex}")
+        with fsutil.open_write(temp) as sink:
+            sink.write(data)
+        return temp, data
+
+    def _fetch(self, unit: provenance.Unit) -> list:
+        """[(how, record, result)] for one unit of work, on a read-ahead
+        thread: how is "read" (a Prepared or Reject), "carried" (the
+        previous version's reject), "copy" ((framed bytes, stored sha256))
+        or "repair" (read because the previous version's copy is damaged)."""
+        rec = unit.recs[0]
+        if unit.kind == provenance.READ:
+            return [("read", rec, prepare(rec, self._policy, self._validate))]
+        if unit.kind == provenance.REJECT:
+            return [("carried", rec, Reject(rec.rel, rec.prev[1], rec.prev[2], rec.split or ""))]
+        prev = self._reuse.previous
+        try:
+            data = previous.read_range(prev.folder, unit.shard, unit.start, unit.end, self._policy.reads.timeout)
+        except StorageUnavailable:
+            raise
+        except Exception as e:  # gone or unreadable: its records are read from their sources
+            log.warning("version %s: %s cannot be read (%s: %s); its records are read from their sources",
+                        prev.version, unit.shard, type(e).__name__, str(e)[:200])
+            data = b""
+        out = []
+        for rec in unit.recs:
+            offset, length = rec.prev[2] - unit.start, rec.prev[3]
+            framed = data[offset:offset + length]
+            why = provenance.check_framed(framed, rec, provenance.filename_needle(self._keys, rec.rel))
+            if why:
+                if data:
+                    log.warning("version %s: the record of %r in %s is damaged (%s); it is read from its source",
+                                prev.version, rec.rel, unit.shard, why)
+                clean = rec._replace(prev=())
+                out.append(("repair", clean, prepare(clean, self._policy, True)))
+            else:
+                out.append(("copy", rec, (framed, rec.prev[5])))
+        return out
 
     def _encoder(self, label_kind) -> ExampleEncoder:
         if self._encoders.get(label_kind) is None:
@@ -219,14 +334,16 @@ class _WriteShardFn(beam.DoFn):
         self._progress.flush(force=True)
         self._validated.flush(force=True)
 
+
 class WriteShards(beam.PTransform):
     """`validate`: the records were not validated yet (one read per image);
-    else each file is read again and held to what was validated."""
+    else each file is read again and held to what was validated. `fingerprint`:
+    the run's (a singleton), which names the resume area (`reuse`)."""
 
     def __init__(self, staging: str, compression: Compression, policy: ImagePolicy,
                  keys: dict, label_map, progress_dir: str = "", validate: bool = False,
                  index_files: bool = False, output_format: OutputFormat = OutputFormat.TFRECORD,
-                 quality_rows: bool = False):
+                 quality_rows: bool = False, fingerprint=None, reuse: Reuse = Reuse()):
         super().__init__()
         self._quality_rows = quality_rows
         self._args = (staging, compression, policy, keys, validate)
@@ -234,10 +351,15 @@ class WriteShards(beam.PTransform):
         self._output_format = output_format
         self._label_map = label_map
         self._progress_dir = progress_dir
+        self._fingerprint = fingerprint
+        self._reuse = reuse
 
     def expand(self, shard_inputs):
         staging, compression, policy, keys, validate = self._args
+        sides = [beam.pvalue.AsSingleton(self._label_map)]
+        if self._fingerprint is not None:
+            sides.append(beam.pvalue.AsSingleton(self._fingerprint))
         return shard_inputs | "Write" >> beam.ParDo(
             _WriteShardFn(staging, compression, policy, keys, validate, self._progress_dir, self._index_files,
-                          self._output_format, self._quality_rows),
-            beam.pvalue.AsSingleton(self._label_map)).with_outputs(REJECTS, QUALITY, main="shards")
+                          self._output_format, self._quality_rows, self._reuse),
+            *sides).with_outputs(REJECTS, QUALITY, main="shards")

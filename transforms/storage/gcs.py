@@ -235,6 +235,25 @@ def open_read(path: str, timeout: float = 0.0) -> _Reader:
     return _Reader(path, timeout or _timeout)
 
 
+def read_range(path: str, start: int, end: int, timeout: float = DEFAULT_TIMEOUT) -> bytes:
+    """Bytes [start, end) of an object in one request (fewer at its end).
+    GCS's checksum covers whole objects only: the caller checks what it reads."""
+    if end <= start:
+        return b""
+    from google.api_core import exceptions as gexc
+    bucket, name = split_path(path)
+    blob = client().bucket(bucket).blob(name)
+    try:
+        return blob.download_as_bytes(start=start, end=end - 1, checksum=None, retry=_retry(timeout),
+                                      timeout=(min(timeout, 30.0), timeout))
+    except (gexc.NotFound, gexc.Forbidden):
+        raise
+    except Exception as e:
+        if _is_infrastructure(e):
+            raise _unavailable("reading", path, e, timeout) from e
+        raise
+
+
 class TooLarge(Exception):
     def __init__(self, seen: int):
         super().__init__(f"larger than the cap (read {seen} bytes)")

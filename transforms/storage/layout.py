@@ -20,6 +20,7 @@ from tfrecord_pipelines.transforms.core.tfds_metadata import FEATURES as TFDS_FE
 from tfrecord_pipelines.transforms.core.tfds_metadata import LABELS_SUFFIX as TFDS_LABELS_SUFFIX  # noqa: E402
 LOCK = ".tfrecords.lock"          # held by a running conversion
 STAGING_PREFIX = ".tfrecords-staging-"
+RESUME_PREFIX = ".tfrecords-resume-"  # a resume area (transforms/storage/resume.py), named after the run's inputs
 # Any shard we could have written, whatever its split, count, compression or format.
 SHARD_RE = re.compile(r"^[A-Za-z0-9_]{1,64}-\d{5,}-of-\d{5,}\.(tfrecord(\.gz|\.zlib)?|array_record)$")
 # --index_files: a shard's record index for DALI's readers.tfrecord and the

@@ -22,6 +22,7 @@ import os
 import re
 from typing import Iterator
 
+from tfrecord_pipelines.transforms.core import provenance
 from tfrecord_pipelines.transforms.core.records import Rec
 from tfrecord_pipelines.transforms.storage import fsutil, gcs
 
@@ -76,10 +77,16 @@ def _accept(name: str, patterns: tuple, counts: collections.Counter) -> bool:
     return True
 
 
-def walk_unit(root: str, unit: str, patterns: tuple, counts: collections.Counter, digest=None) -> Iterator[Rec]:
-    """Records for one listing unit (see `folder_units`), in sorted order.
-    With `digest` (a hashlib object), each record's path, size and
-    modification time are hashed in that order: the unit's fingerprint."""
+def walk_unit(root: str, unit: str, patterns: tuple, counts: collections.Counter, digest=None,
+              racy_after_ns: int = 0, racy_digest=None) -> Iterator[Rec]:
+    """Records for one listing unit (see `folder_units`), in sorted order,
+    each with its identity (Rec.stamp). With `digest` (a hashlib object),
+    each record's path, size and change marker (modification time; on GCS
+    the generation) and identity are hashed in that order: the unit's
+    fingerprint. The paths of files changed too recently to trust their times
+    (provenance.racy, after `racy_after_ns`) go into `racy_digest`, with that
+    threshold, so a run never finds them unchanged since the run whose listing
+    they were racy to (transforms/core/fingerprint.py, RACY)."""
     if root.startswith("gs://"):
         recs = _walk_gcs(root, unit, patterns, counts)
     elif not fsutil.is_local(root):
@@ -91,7 +98,10 @@ def walk_unit(root: str, unit: str, patterns: tuple, counts: collections.Counter
                            real_root=os.path.realpath(root))
     for rec, mtime in recs:
         if digest is not None:
-            digest.update(f"{rec.rel}\0{rec.size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
+            digest.update(f"{rec.rel}\0{rec.size}\0{mtime}\0{provenance.stamp_text(rec.stamp)}\n"
+                          .encode("utf-8", "surrogateescape"))
+        if racy_digest is not None and provenance.racy(rec.stamp, racy_after_ns):
+            racy_digest.update(f"{racy_after_ns}\0{rec.rel}\n".encode("utf-8", "surrogateescape"))
         yield rec
 
 
@@ -116,7 +126,7 @@ def _walk_local(path: str, rel: str, patterns: tuple, counts: collections.Counte
             if _aliases_inside(e, real_root):
                 counts[EXCLUDED_ALIAS] += 1
             else:
-                yield Rec(rel=erel, path=e.path, size=_size(e)), _mtime(e)
+                yield _local_rec(erel, e)
     for sub_path, sub_rel in subdirs:
         yield from _walk_local(sub_path, sub_rel, patterns, counts, ancestors, real_root)
 
@@ -129,7 +139,16 @@ def _walk_top(root: str, patterns: tuple, counts: collections.Counter) -> Iterat
             if e.name.startswith("."):
                 counts[EXCLUDED_HIDDEN] += 1
         elif _accept(e.name, patterns, counts):
-            yield Rec(rel=e.name, path=e.path, size=_size(e)), _mtime(e)
+            yield _local_rec(e.name, e)
+
+
+def _local_rec(rel: str, entry) -> tuple:
+    """(Rec with its size and identity, modification time) of a directory entry."""
+    try:
+        st = entry.stat(follow_symlinks=True)
+    except OSError:  # a broken link: listed, and rejected as missing when read
+        return Rec(rel=rel, path=entry.path, size=-1), 0
+    return Rec(rel=rel, path=entry.path, size=st.st_size, stamp=provenance.local_stamp(st)), st.st_mtime_ns
 
 
 def _aliases_inside(entry, real_root: str) -> bool:
@@ -151,20 +170,21 @@ def _walk_gcs(root: str, unit: str, patterns: tuple, counts: collections.Counter
     listed = gcs.list_objects(prefix, delimiter="/") if unit == "" else gcs.list_objects(f"{prefix}{unit}/")
     # The generation, not the time, marks a change in the fingerprint: every
     # rewrite of an object gets a new one.
-    objects = ((o.path, o.size, o.generation, o.generation) for o in listed)
+    objects = ((o.path, o.size, o.generation, o.generation, provenance.gcs_stamp(o.size, o.generation))
+               for o in listed)
     return _objects_to_recs(prefix, objects, patterns, counts)
 
 
 def _walk_remote(root: str, patterns: tuple, counts: collections.Counter) -> Iterator[tuple]:
     prefix = root.rstrip("/") + "/"
-    objects = ((path, size, 0, mtime) for path, size, mtime in fsutil.list_prefix(prefix))
+    objects = ((path, size, 0, mtime, provenance.mtime_stamp(size, mtime)) for path, size, mtime in fsutil.list_prefix(prefix))
     return _objects_to_recs(prefix, objects, patterns, counts)
 
 
 def _objects_to_recs(prefix: str, objects, patterns: tuple, counts: collections.Counter) -> Iterator[tuple]:
-    """(Rec, change marker) for (path, size, generation, change marker) of
-    each object under `prefix`, skipping hidden and excluded names."""
-    for path, size, generation, marker in objects:
+    """(Rec, change marker) for (path, size, generation, change marker, stamp)
+    of each object under `prefix`, skipping hidden and excluded names."""
+    for path, size, generation, marker, stamp in objects:
         rel = path[len(prefix):]
         if not rel or rel.endswith("/"):  # folder placeholder objects
             continue
@@ -173,7 +193,7 @@ def _objects_to_recs(prefix: str, objects, patterns: tuple, counts: collections.
             counts[EXCLUDED_HIDDEN] += 1
             continue
         if _accept(parts[-1], patterns, counts):
-            yield Rec(rel=rel, path=path, size=size, generation=generation), marker
+            yield Rec(rel=rel, path=path, size=size, generation=generation, stamp=stamp), marker
 
 
 def _scandir_sorted(path: str) -> list:
@@ -188,20 +208,6 @@ def _is_dir(entry) -> bool:
         return entry.is_dir(follow_symlinks=True)
     except OSError:
         return False
-
-
-def _size(entry) -> int:
-    try:
-        return entry.stat(follow_symlinks=True).st_size
-    except OSError:
-        return -1  # a broken link: listed, and rejected as missing when read
-
-
-def _mtime(entry) -> int:
-    try:
-        return entry.stat(follow_symlinks=True).st_mtime_ns
-    except OSError:
-        return 0
 
 
 def _dir_id(path: str) -> tuple:

@@ -1,0 +1,158 @@
+"""Stage MatchPrevious (incremental versions): each record joined with what
+the previous version recorded of the same path (transforms/core/provenance.py),
+so that an unchanged record is copied from the previous version's shards
+instead of being read, validated and encoded again.
+
+The previous version's provenance files are read in parallel, one element per
+shard, and their entries keyed like the records: by split and bucket of the
+shuffle key (transforms/core/sharding.py), about N / 256 of each per group.
+No step holds the previous version whole. A record that moved to another
+split meets no entry, and is read (as a new one is). A provenance file that
+is damaged gives no entries: its records are read from their sources.
+
+Input:  [Rec, ...] batches with split and key (and stamp)
+Output: records [Rec, ...] batches: those that may be taken from the previous
+                version carry Rec.prev (and the fields planning, duplicates
+                and the quality checks need, from the provenance)
+        stats   ("incremental/<what>", n): unchanged, changed, new, removed,
+                damaged (records of unreadable provenance files)
+"""
+from __future__ import annotations
+
+import collections
+import logging
+
+import apache_beam as beam
+
+from tfrecord_pipelines.transforms.core import provenance, sharding
+from tfrecord_pipelines.transforms.core.records import Batch, pack
+from tfrecord_pipelines.transforms.core.specs import RECORDS, STATS
+from tfrecord_pipelines.transforms.storage import previous, spill
+
+ENTRIES, RECS = "p", "r"
+log = logging.getLogger(__name__)
+
+
+def _put(spill_dir: str):
+    if not spill_dir:
+        return None, pack
+    w = spill.SpillWriter(spill_dir)
+    return w, w.add
+
+
+class _ReadProvenanceFn(beam.DoFn):
+    """One previous shard's provenance entries, by (split, bucket)."""
+
+    def __init__(self, prev: provenance.PreviousVersion, seed: int, timeout: float, spill_dir: str = ""):
+        self._prev, self._seed, self._timeout, self._spill_dir = prev, seed, timeout, spill_dir
+
+    def process(self, shard: provenance.PrevShard):
+        try:
+            entries = previous.read_provenance(self._prev.folder, shard, self._timeout)
+        except previous.Damaged as e:
+            log.warning("version %s: %s; its %d records are read from their sources", self._prev.version, e,
+                        shard.records)
+            yield beam.pvalue.TaggedOutput(STATS, ("incremental/damaged", shard.records))
+            return
+        groups = collections.defaultdict(list)
+        for e in entries:
+            groups[(shard.split, sharding.bucket_of(sharding.shuffle_key(self._seed, e.rel)))].append(
+                (shard.name, *e))
+        writer, put = _put(self._spill_dir)
+        try:
+            for key, items in sorted(groups.items()):
+                yield key, (ENTRIES, put(items))
+        finally:
+            if writer:
+                writer.close()
+
+
+class _RecordsByBucketFn(spill.Gather):
+    """Records gathered by (split, bucket) across a bundle: one element per group."""
+
+    def __init__(self, spill_dir: str = ""):
+        super().__init__()
+        self._spill_dir = spill_dir
+
+    def items(self, batch):
+        return spill.load(batch)
+
+    def key(self, rec):
+        return rec.split, sharding.bucket_of(rec.key)
+
+    def emit(self, groups: dict) -> list:
+        writer, put = _put(self._spill_dir)
+        try:
+            return [(k, (RECS, put(recs))) for k, recs in sorted(groups.items())]
+        finally:
+            if writer:
+                writer.close()
+
+
+def match(recs: list, entries: list, after_ns: int) -> tuple:
+    """(records, some annotated to be taken from the previous version, and
+    counts by what happened) for one group: `entries` are (shard name,
+    *provenance.Entry) rows. A path the previous version lists twice (a forged
+    or damaged version) is not taken from it."""
+    by_rel: dict = {}
+    for row in entries:
+        e = provenance.Entry(row[1], tuple(row[2]), *row[3:])
+        by_rel[e.rel] = None if e.rel in by_rel else (row[0], e)
+    counts = collections.Counter()
+    out, seen = Batch(), set()
+    for rec in recs:
+        got = by_rel.get(rec.rel)
+        if got is None:
+            counts["changed" if rec.rel in by_rel else "new"] += 1
+            out.append(rec)
+            continue
+        seen.add(rec.rel)
+        shard, e = got
+        if provenance.reusable(rec, e, after_ns):
+            counts["unchanged"] += 1
+            out.append(provenance.annotate(rec, e, shard))
+        else:
+            counts["changed"] += 1
+            out.append(rec)
+    counts["removed"] = sum(1 for rel, got in by_rel.items() if got and got[1].offset >= 0 and rel not in seen)
+    return out, counts
+
+
+class _MatchFn(beam.DoFn):
+    def __init__(self, after_ns: int):
+        self._after_ns = after_ns
+
+    def process(self, element):
+        _, tagged = element
+        recs, entries = [], []
+        for tag, ref in tagged:
+            (recs if tag == RECS else entries).extend(spill.load(ref))
+        out, counts = match(recs, entries, self._after_ns)
+        if out:
+            yield out
+        for what, n in sorted(counts.items()):
+            if n:
+                yield beam.pvalue.TaggedOutput(STATS, ("incremental/" + what, n))
+
+
+class MatchPrevious(beam.PTransform):
+    """`timeout`: --io_timeout, for a previous version in a bucket;
+    `spill_dir`: a local run's spill folder (transforms/storage/spill.py)."""
+
+    def __init__(self, prev: provenance.PreviousVersion, seed: int, timeout: float, spill_dir: str = ""):
+        super().__init__()
+        self._prev, self._seed, self._timeout, self._spill_dir = prev, seed, timeout, spill_dir
+
+    def expand(self, batches):
+        prev = self._prev
+        entries = (batches.pipeline
+                   | "PreviousShards" >> beam.Create(list(prev.shards))
+                   | "Spread" >> beam.Reshuffle()
+                   | "ReadProvenance" >> beam.ParDo(_ReadProvenanceFn(prev, self._seed, self._timeout,
+                                                                      self._spill_dir)).with_outputs(STATS, main="e"))
+        recs = batches | "ByBucket" >> beam.ParDo(_RecordsByBucketFn(self._spill_dir))
+        matched = ((entries["e"], recs) | "Both" >> beam.Flatten()
+                   | "Group" >> beam.GroupByKey()
+                   | "Match" >> beam.ParDo(_MatchFn(prev.after_ns)).with_outputs(STATS, main=RECORDS))
+        stats = (entries[STATS], matched[STATS]) | "Stats" >> beam.Flatten()
+        return {RECORDS: matched[RECORDS], STATS: stats}

@@ -1,0 +1,79 @@
+"""Reading the previous version of an incremental run: its shards'
+provenance files, and byte ranges of its shards.
+
+The previous version is untrusted input (someone may have edited or damaged
+it): only regular files are opened, no read goes past what the manifest
+says a file holds, a provenance file must have the manifest's CRC32C and
+parse whole (transforms/core/provenance.py), and every record copied is
+checked by the writer before it is written. A failure here is never an
+error of the run: the records concerned are read from their sources.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+import google_crc32c
+
+from tfrecord_pipelines.transforms.core import provenance
+from tfrecord_pipelines.transforms.core.specs import ReadPolicy
+from tfrecord_pipelines.transforms.core.tfrecord_io import crc32c_text
+from tfrecord_pipelines.transforms.storage import fsutil, gcs, reads
+
+
+class Damaged(Exception):
+    """A part of the previous version that cannot be used; the message says why."""
+
+
+def read_provenance(folder: str, shard: provenance.PrevShard, timeout: float) -> list:
+    """The entries of one shard's provenance file (provenance.Entry), or Damaged."""
+    path = fsutil.join(folder, provenance.provenance_name(shard.name))
+    try:
+        # Size -1: on GCS a ranged read, so an object larger than the manifest says costs no more.
+        data, _, _ = reads.read_input(path, 0, -1, ReadPolicy(max_file_bytes=max(1, shard.prov_bytes),
+                                                              timeout=timeout))
+    except gcs.StorageUnavailable:
+        raise
+    except reads.TooLarge:
+        raise Damaged(f"{provenance.provenance_name(shard.name)} is larger than the manifest says") from None
+    except Exception as e:  # missing, not a regular file, unreadable
+        raise Damaged(f"{provenance.provenance_name(shard.name)} cannot be read ({type(e).__name__})") from None
+    if len(data) != shard.prov_bytes or crc32c_text(google_crc32c.value(data)) != shard.prov_crc32c:
+        raise Damaged(f"{provenance.provenance_name(shard.name)} does not have the manifest's size and CRC32C")
+    try:
+        return provenance.parse_entries(data, shard.bytes, shard.records)
+    except provenance.ProvenanceError as e:
+        raise Damaged(f"{provenance.provenance_name(shard.name)}: {e}") from None
+
+
+def read_range(folder: str, name: str, start: int, end: int, timeout: float) -> bytes:
+    """Bytes [start, end) of the previous shard `name` (fewer if the file is
+    shorter); OSError and the stores' errors when it cannot be read."""
+    path = fsutil.join(folder, name)
+    if fsutil.is_local(path):
+        return _pread(path, start, end)
+    if path.startswith("gs://"):
+        return gcs.read_range(path, start, end, timeout)
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.seek(start)
+        return f.read(end - start)
+
+
+def _pread(path: str, start: int, end: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        parts, pos = [], start
+        while pos < end:
+            got = os.pread(fd, end - pos, pos)
+            if not got:
+                break
+            parts.append(got)
+            pos += len(got)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+    finally:
+        os.close(fd)
