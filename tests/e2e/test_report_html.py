@@ -450,14 +450,20 @@ def test_thumbnails_are_bounded_before_decoding():
 
 def test_the_deadline_holds_while_thumbnails_are_decoding(tmp_path, capsys):
     """Rejected files (unknown labels: previewable) that take seconds each to
-    decode, under the per-image cap: `tfrecords report --deadline 2` returns
-    by its deadline, the page says what was cut and where the time went."""
+    decode, under the per-image cap: `tfrecords report --deadline` returns
+    by its deadline (0.5 s here), the page says what was cut and where the time went."""
     from tfrecord_pipelines.report_cmd import main as report_main
     from tfrecord_pipelines.transforms.storage import report_data
     root = str(tmp_path / "images")
     make_tree(root, per_class=2)
-    for i in range(3):  # ~60 scans of 1600x1200: ~3 s each, within the thumbnails' cap
-        write(os.path.join(root, "zz_new", f"{i}.jpg"), _slow_progressive(60, 1600, 1200, 20 + i))
+    # 100 scans of 1600x1200 (under the thumbnails' cap of 200 M scan pixels,
+    # and of 32 MB a source file): ~1 s each at a reduced scale on a quiet
+    # machine; the page shows three of a reason, ~1.5 s on two cores, three
+    # times the 0.5 s deadline.
+    first = os.path.join(root, "zz_new", "0.jpg")
+    write(first, _slow_progressive(100, 1600, 1200, 20))
+    for i in range(1, 3):
+        os.link(first, os.path.join(root, "zz_new", f"{i}.jpg"))
     with open(str(tmp_path / "map.json"), "w") as f:
         json.dump({"cat": 0, "dog": 1, "bird": 2}, f)
     out = str(tmp_path / "out")
@@ -466,13 +472,13 @@ def test_the_deadline_holds_while_thumbnails_are_decoding(tmp_path, capsys):
     assert {r["reason"] for r in map(json.loads, open(os.path.join(out, "rejects.jsonl")))} == {"unknown_label"}
     capsys.readouterr()
     started = time.monotonic()
-    assert report_main([out, "--deadline", "2", "--sources", root]) == 0  # the rejected files are read there
+    assert report_main([out, "--deadline", "0.5", "--sources", root]) == 0  # the rejected files are read there
     took = time.monotonic() - started
     printed = capsys.readouterr().out
     gathered = float(re.search(r"gathered in ([0-9.]+) s", printed).group(1))
-    assert gathered < 2 + 1.5, printed  # the thumbnails' decodes stop at the deadline, mid-file
-    assert took < 2 + 8.0, took  # and drawing the page after it (~1 s on a quiet machine)
-    assert "not made by the 2 s deadline" in printed and "waiting for thumbnails" in printed, printed
+    assert gathered < 0.5 + 1.5, printed  # the thumbnails' decodes stop at the deadline, mid-file
+    assert took < 0.5 + 8.0, took  # and drawing the page after it (~1 s on a quiet machine)
+    assert "not made by the 0.5 s deadline" in printed and "waiting for thumbnails" in printed, printed
     with open(os.path.join(out, report_data.REPORT), encoding="utf-8") as f:
         assert "deadline" in f.read()
 

@@ -551,6 +551,46 @@ _TAGS = {"html": {"lang"}, "head": set(), "meta": {"charset", "http-equiv", "con
 _METAS = [(("charset", "utf-8"),), (("http-equiv", "Content-Security-Policy"), ("content", _CSP)),
           (("name", "viewport"), ("content", "width=device-width, initial-scale=1"))]
 _IMAGE_URIS = ("data:image/png;base64,", "data:image/jpeg;base64,")
+_SVG_URI = "data:image/svg+xml;base64,"
+# What svg_charts writes, and nothing else: a chart is shapes and escaped text.
+_SVG_TAGS = {"svg": {"xmlns", "width", "height", "viewbox", "font-family", "fill"},
+             "rect": {"x", "y", "width", "height", "fill", "fill-opacity", "stroke", "stroke-width", "rx"},
+             "line": {"x1", "y1", "x2", "y2", "stroke", "stroke-width"},
+             "path": {"d", "fill", "fill-opacity", "stroke"},
+             "text": {"x", "y", "font-size", "text-anchor", "transform", "font-weight", "dominant-baseline"}}
+
+
+def _svg_problems(uri: str) -> list:
+    """What a chart's SVG holds beyond the shapes and text svg_charts writes
+    (a script, a link, an external load, an event handler)."""
+    try:
+        svg = base64.b64decode(uri[len(_SVG_URI):], validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return ["an SVG chart that is not base64 UTF-8"]
+    problems: list = []
+
+    class Check(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            allowed = _SVG_TAGS.get(tag)
+            if allowed is None:
+                problems.append(f"a <{tag}> element in an SVG chart")
+                return
+            problems.extend(f"a {k!r} attribute on <{tag}> in an SVG chart" for k, _ in attrs if k not in allowed)
+
+        def handle_startendtag(self, tag, attrs):
+            self.handle_starttag(tag, attrs)
+
+        def handle_comment(self, data):
+            problems.append("a comment in an SVG chart")
+
+        def handle_pi(self, data):
+            problems.append("a processing instruction in an SVG chart")
+
+        def unknown_decl(self, data):
+            problems.append("a declaration in an SVG chart")
+
+    Check(convert_charrefs=True).feed(svg)
+    return problems
 
 
 def check_markup(page: str) -> None:
@@ -571,6 +611,8 @@ def check_markup(page: str) -> None:
             for k, v in attrs:
                 if k not in allowed:
                     problems.append(f"a {k!r} attribute on <{tag}>")
+                elif k == "src" and (v or "").startswith(_SVG_URI):
+                    problems.extend(_svg_problems(v))
                 elif k == "src" and not (v or "").startswith(_IMAGE_URIS):
                     problems.append(f"an image source {str(v)[:40]!r}")
             if tag == "meta":
