@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from typing import Optional
 
 from tfrecord_pipelines.transforms.core import resize
 from tfrecord_pipelines.transforms.core.images import ImagePolicy
 from tfrecord_pipelines.transforms.core.specs import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, InputKind, InputSpec,  # noqa: F401 (re-exported)
                                    LabelSource, LabelSpec, LabelType, OutputSpec, ShardSpec, SplitSource, SplitSpec)
-from tfrecord_pipelines.transforms.core.specs import DuplicatePolicy, QualitySpec  # noqa: F401 (re-exported)
+from tfrecord_pipelines.transforms.core.specs import DetectionSpec, DuplicatePolicy, QualitySpec  # noqa: F401 (re-exported)
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression  # noqa: F401 (re-exported)
 
 
@@ -25,6 +26,7 @@ class ConvertConfig:
     output: OutputSpec
     max_reject_fraction: float = 1.0
     quality: QualitySpec = QualitySpec()
+    detection: Optional[DetectionSpec] = None  # --annotations: object boxes (and masks)
 
     def describe(self) -> dict:
         """The settings as plain JSON values, for the manifest."""
@@ -45,6 +47,10 @@ class ConvertConfig:
     def fingerprint_options(self) -> dict:
         """The settings that shape the shards (not where they go)."""
         d = self.describe()
+        if d.get("detection") is None:
+            d.pop("detection", None)  # runs without annotations fingerprint as before
+        else:
+            d["detection"].pop("found", None)
         out = d.pop("output")
         d["feature_keys"] = out["feature_keys"]
         d["inputs"].pop("fingerprint_root", None)

@@ -64,6 +64,8 @@ def _run(argv: list, prog: str, check_only: bool = False) -> int:
         print(f"error: {lifecycle.describe_failure(e, '')}", file=sys.stderr)
         return 1
     opts = options.view_as(ConvertOptions)
+    if cfg.detection is not None:
+        print(f"annotations: {cfg.detection.found}", file=sys.stderr)
     started = time.time()
     try:
         with lifecycle.locked(cfg, opts.lock_ttl_hours, opts.break_lock) as run_:

@@ -160,10 +160,14 @@ def build_config(o, run_id: str, progress: bool = False) -> ConvertConfig:
         raise UsageError("--output is required: the folder (local or gs://) for the shards")
     if not o.lock_ttl_hours > 0:
         raise UsageError(f"--lock_ttl_hours {o.lock_ttl_hours} must be positive")
-    if bool(o.input) == bool(o.label_table):
-        raise UsageError("give exactly one of --input (an image folder tree) or --label_table (a CSV/TSV/JSONL "
-                         "label table with --image_root)")
-    inputs, split, label_from = _folder_input(o) if o.input else _table_input(o)
+    if (bool(o.input) + bool(o.label_table) + bool(o.annotations)) != 1:
+        raise UsageError("give exactly one of --input (an image folder tree), --label_table (a CSV/TSV/JSONL "
+                         "label table with --image_root) or --annotations (COCO, Pascal VOC or YOLO boxes)")
+    detection = None
+    if o.annotations:
+        inputs, split, label_from, detection = _annotations(o)
+    else:
+        inputs, split, label_from = _folder_input(o) if o.input else _table_input(o)
     previous_version, previous = "", None
     if o.versioned:
         try:
@@ -184,7 +188,24 @@ def build_config(o, run_id: str, progress: bool = False) -> ConvertConfig:
         inputs=inputs, labels=_label_spec(o, label_from, inputs, previous), splits=split,
         images=images, shards=shards,
         output=_output_spec(o, run_id, keys, progress, previous_version, previous),
-        max_reject_fraction=_fraction(o.max_reject_fraction), quality=quality)
+        max_reject_fraction=_fraction(o.max_reject_fraction), quality=quality, detection=detection)
+
+
+def _annotations(o) -> tuple:
+    """--annotations (pipelines/annotation_input.py): inputs, splits, label source, DetectionSpec."""
+    from tfrecord_pipelines.annotation_input import AnnotationUsageError, annotation_input
+    try:
+        inputs, detection, keyed = annotation_input(o)
+    except AnnotationUsageError as e:
+        raise UsageError(str(e)) from None
+    if o.label_table or o.label_regex or o.label_from not in ("auto", "table") or o.label_type != "auto":
+        raise UsageError("with --annotations the classes are the annotations' categories: drop --label_from, "
+                         "--label_regex and --label_type")
+    split = parse_split(o.split, False, keyed)
+    if split.source is SplitSource.FOLDERS:
+        raise UsageError("--split folders: with --annotations, splits come with them (SPLIT=PATH,... or YOLO's "
+                         "images/<split>/), or from --split ratios")
+    return inputs, split, "table", detection
 
 
 def _quality_spec(o) -> QualitySpec:
@@ -348,7 +369,8 @@ def _read_once(choice: str, inputs: InputSpec, shards: ShardSpec, quality: Quali
         return False
     if choice != "auto":
         return choice == "1"
-    return inputs.kind is InputKind.FOLDER or "*" in dict(shards.num_shards)
+    # --annotations: the images' folders are listed too, which gives every size.
+    return inputs.kind in (InputKind.FOLDER, InputKind.ANNOTATIONS) or "*" in dict(shards.num_shards)
 
 
 def _image_policy(o, read_once: bool = True) -> ImagePolicy:
