@@ -21,6 +21,7 @@ from tfrecord_pipelines.transforms.stages.assign_labels import AssignLabels
 from tfrecord_pipelines.transforms.stages.check_quality import CheckQuality
 from tfrecord_pipelines.transforms.stages.check_report import CheckReport, quality_rows
 from tfrecord_pipelines.transforms.stages.drop_duplicates import DropDuplicates
+from tfrecord_pipelines.transforms.stages.list_annotations import ListAnnotations
 from tfrecord_pipelines.transforms.stages.list_inputs import ListInputs
 from tfrecord_pipelines.transforms.stages.plan_shards import PlanShards
 from tfrecord_pipelines.transforms.stages.publish import Publish
@@ -35,11 +36,17 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "",
     barriers instead of in the runner (transforms/storage/spill.py)."""
     out = cfg.output
     staging = layout.staging_dir(out.output, out.run_id)
-    listed = p | "ListInputs" >> ListInputs(cfg.inputs, spill_dir)
-    # [Rec(rel, path, size, raw label/split/extras)] batches; fingerprint: per-unit digests
-    listing = _spilled(listed[RECORDS], "SpillListing", spill_dir)
-    labeled = listing | "AssignLabels" >> AssignLabels(cfg.labels, cfg.inputs.extra_columns)
-    # [Rec + label_id | target, typed extras]; label_map: singleton LabelMap
+    if cfg.detection is None:
+        listed = p | "ListInputs" >> ListInputs(cfg.inputs, spill_dir)
+        # [Rec(rel, path, size, raw label/split/extras)] batches; fingerprint: per-unit digests
+        listing = _spilled(listed[RECORDS], "SpillListing", spill_dir)
+        labeled = listing | "AssignLabels" >> AssignLabels(cfg.labels, cfg.inputs.extra_columns)
+        # [Rec + label_id | target, typed extras]; label_map: singleton LabelMap
+    else:  # --annotations: the label map is the categories (transforms/core/annotations/categories.py)
+        listed = p | "ListAnnotations" >> ListAnnotations(cfg.inputs, cfg.detection, cfg.labels, spill_dir)
+        # [Rec + annotation] batches; label_map: singleton LabelMap of kind boxes
+        labeled = {RECORDS: _spilled(listed[RECORDS], "SpillListing", spill_dir), "label_map": listed["label_map"],
+                   REJECTS: p | "NoLabelRejects" >> beam.Create([])}
     split = labeled[RECORDS] | "Split" >> Split(cfg.splits, cfg.shards.seed, cfg.shards.max_per_split, spill_dir)
     # [Rec + split, shuffle key]
     options_digest = fingerprint.options_digest(cfg.fingerprint_options())
@@ -80,13 +87,15 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "",
     written = planned["shards"] | "WriteShards" >> WriteShards(
         staging, cfg.shards.compression, cfg.images, dict(out.feature_keys), labeled["label_map"], progress_dir,
         validate=read_once, index_files=cfg.shards.index_files, output_format=cfg.shards.output_format,
-        quality_rows=cfg.quality.enabled)
-    # ShardResult(name, temp path, records, bytes, crc32c); rejects (validation's, with one read)
+        quality_rows=cfg.quality.enabled, detection=cfg.detection)
+    # ShardResult(name, temp path, records, bytes, crc32c); rejects (validation's, with one read);
+    # stats: box counts (--annotations)
     rejects = ([_spilled(pc, f"SpillRejects{i}", spill_dir)
                 for i, pc in enumerate((listed.get(REJECTS), labeled[REJECTS], split[REJECTS], valid_rejects,
                                         written[REJECTS], dedup.get(REJECTS))) if pc is not None]
                | "AllRejects" >> beam.Flatten())
-    stats = ([pc for pc in (listed[STATS], split.get(STATS), dedup.get(STATS)) if pc is not None]
+    stats = ([pc for pc in (listed[STATS], split.get(STATS), dedup.get(STATS),
+                            written[STATS] if cfg.detection is not None else None) if pc is not None]
              | "AllStats" >> beam.Flatten())
     spec = PublishSpec(out, staging, cfg.shards.compression, cfg.describe(), options_digest, __version__,
                        cfg.max_reject_fraction)

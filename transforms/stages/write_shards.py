@@ -35,10 +35,11 @@ import apache_beam as beam
 
 from tfrecord_pipelines.transforms.core.features import ExampleEncoder
 from tfrecord_pipelines.transforms.core import quality
+from tfrecord_pipelines.transforms.core.annotations.boxes import write_objects
 from tfrecord_pipelines.transforms.core.images import BadImage, ImagePolicy, configure_pillow, reencode_image, validate_record
 from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec, Reject, ShardResult, fingerprint, reject
 from tfrecord_pipelines.transforms.core.sharding import shard_name
-from tfrecord_pipelines.transforms.core.specs import QUALITY, REJECTS, OutputFormat, ReadPolicy
+from tfrecord_pipelines.transforms.core.specs import QUALITY, REJECTS, STATS, OutputFormat, ReadPolicy
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression
 from tfrecord_pipelines.transforms.storage import fsutil, layout, spill
 from tfrecord_pipelines.transforms.storage.array_record_io import shard_writer
@@ -119,8 +120,9 @@ def rows_with_hashes(split: str, waiting: list) -> list:
 class _WriteShardFn(beam.DoFn):
     def __init__(self, staging: str, compression: Compression, policy: ImagePolicy,
                  keys: dict, validate: bool, progress_dir: str = "", index_files: bool = False,
-                 output_format: OutputFormat = OutputFormat.TFRECORD, quality_rows: bool = False):
+                 output_format: OutputFormat = OutputFormat.TFRECORD, quality_rows: bool = False, detection=None):
         self._staging = staging
+        self._detection = detection  # DetectionSpec (--annotations): boxes checked and written here
         self._quality_rows = quality_rows
         self._index_files = index_files
         self._output_format = output_format
@@ -145,6 +147,7 @@ class _WriteShardFn(beam.DoFn):
         self._validated = Progress(self._progress_dir if self._validate else "", "validate")
         self._pool = None
         self._encoders: dict = {}  # label kind -> ExampleEncoder (the kind comes with the label map)
+        self._lookup_for, self._lookup = None, {}
 
     def process(self, element, label_map):
         (split, index, num_shards), groups = element
@@ -159,6 +162,9 @@ class _WriteShardFn(beam.DoFn):
         policy, validate = self._policy, self._validate
         in_flight = policy.reads.in_flight_for(recs[0].path) if recs else 1
         encoder = self._encoder(label_map.kind)
+        box_stats = collections.Counter()  # --annotations: boxes by outcome (the manifest's detection section)
+        if self._detection is not None and self._lookup_for is not label_map:
+            self._lookup, self._lookup_for = label_map.as_dict(), label_map
         if self._pool is None and recs:
             self._pool = make_pool(policy.reads, recs[0].path)
         with shard_writer(temp, self._output_format, self._compression) as writer:
@@ -170,6 +176,12 @@ class _WriteShardFn(beam.DoFn):
                     self._validated.add(0, 0, 1)
                     continue
                 rec, data, sha, hash_src = got.value
+                if self._detection is not None and rec.annotation:  # transforms/core/annotations/boxes.py
+                    rec = write_objects(rec, data, self._lookup, self._detection, policy.apply_orientation, box_stats)
+                    if not isinstance(rec, Rec):
+                        rejects.append(reject(got.value.rec, *rec))
+                        self._validated.add(0, 0, 1)
+                        continue
                 self._validated.add(1, rec.size)
                 if rows is not None:
                     waiting.append((rec, sha, hash_src))
@@ -207,12 +219,15 @@ class _WriteShardFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(REJECTS, rejects)
         if rows:
             yield beam.pvalue.TaggedOutput(QUALITY, rows)
+        for name, n in sorted(box_stats.items()):
+            yield beam.pvalue.TaggedOutput(STATS, (name, n))
         yield ShardResult(split, index, num_shards, name, temp, writer.records, writer.bytes_written,
                           crc, tuple(sorted(label_counts.items())), index_temp, len(index_data))
 
     def _encoder(self, label_kind) -> ExampleEncoder:
         if self._encoders.get(label_kind) is None:
-            self._encoders[label_kind] = ExampleEncoder(label_kind, self._keys, self._policy.resize.enabled)
+            self._encoders[label_kind] = ExampleEncoder(label_kind, self._keys, self._policy.resize.enabled,
+                                                        self._detection is not None and self._detection.masks)
         return self._encoders[label_kind]
 
     def teardown(self):
@@ -226,9 +241,10 @@ class WriteShards(beam.PTransform):
     def __init__(self, staging: str, compression: Compression, policy: ImagePolicy,
                  keys: dict, label_map, progress_dir: str = "", validate: bool = False,
                  index_files: bool = False, output_format: OutputFormat = OutputFormat.TFRECORD,
-                 quality_rows: bool = False):
+                 quality_rows: bool = False, detection=None):
         super().__init__()
         self._quality_rows = quality_rows
+        self._detection = detection
         self._args = (staging, compression, policy, keys, validate)
         self._index_files = index_files
         self._output_format = output_format
@@ -239,5 +255,5 @@ class WriteShards(beam.PTransform):
         staging, compression, policy, keys, validate = self._args
         return shard_inputs | "Write" >> beam.ParDo(
             _WriteShardFn(staging, compression, policy, keys, validate, self._progress_dir, self._index_files,
-                          self._output_format, self._quality_rows),
-            beam.pvalue.AsSingleton(self._label_map)).with_outputs(REJECTS, QUALITY, main="shards")
+                          self._output_format, self._quality_rows, self._detection),
+            beam.pvalue.AsSingleton(self._label_map)).with_outputs(REJECTS, QUALITY, STATS, main="shards")

@@ -170,3 +170,77 @@ def _fit(x0: float, y0: float, x1: float, y1: float, width: int, height: int, po
     if cx1 <= cx0 or cy1 <= cy0:
         return BoxReason.OUTSIDE.value, None
     return None, (cx0, cy0, cx1, cy1)
+
+
+def _orientation(data: bytes) -> int:
+    """The EXIF orientation of stored JPEG bytes (1 when there is none)."""
+    if data[:3] != b"\xff\xd8\xff" or b"Exif\x00\x00" not in data[:65536]:
+        return 1
+    import io
+
+    from PIL import Image
+    try:
+        return int(Image.open(io.BytesIO(data)).getexif().get(0x0112, 1))
+    except Exception:  # unreadable EXIF: as TensorFlow, which ignores it
+        return 1
+
+
+def write_objects(rec, data: bytes, lookup: dict, spec: DetectionSpec, apply_orientation: bool,
+                  stats: collections.Counter):
+    """The shard writer's step for an annotated image, after the image was
+    read and validated: the record with its boxes.Written (what the feature
+    table encodes), or (Reason, detail) to reject it. The image as annotated
+    is the file's size as decoded (Rec.orig_*), turned when the stored image
+    was turned upright (--exif_orientation apply)."""
+    from tfrecord_pipelines.transforms.core.annotations import ImageAnnotation, masks
+    ann = ImageAnnotation._make(rec.annotation)
+    fw, fh = rec.orig_width or rec.width, rec.orig_height or rec.height
+    turned = apply_orientation and fw != fh and (rec.width > rec.height) != (fw > fh)
+    problem = size_problem(ann, fw, fh, turned, 1 if turned else _orientation(data))
+    if problem is not None:
+        stats["boxes/in_rejected_images"] += len(ann.objects)
+        return problem
+    width, height = (fh, fw) if turned else (fw, fh)
+    stored = (rec.width, rec.height)
+    scale = (stored[0] / width, stored[1] / height)
+    render = (lambda o, box: masks.render(o.segmentation, box, scale, stored)) if spec.masks else None
+    got = check(ann, width, height, stored, lookup, spec, stats, render)
+    return rec._replace(annotation=got) if isinstance(got, Written) else got
+
+
+def section(stats: dict, names: dict, not_selected: int = 0) -> dict:
+    """The manifest's `detection` section from the run's summed counts
+    ("boxes/...", "images/..."): boxes by outcome (they reconcile: listed =
+    written + dropped + in rejected images, and the boxes of images not
+    selected by --max_examples_per_split), boxes per class, per image, and by
+    size. `names`: {class name: id} of the label map."""
+    def under(prefix: str) -> dict:
+        return {k[len(prefix):]: v for k, v in sorted(stats.items()) if k.startswith(prefix)}
+    listed, written = stats.get("boxes/listed", 0), stats.get("boxes/written", 0)
+    dropped = under("boxes/dropped/")
+    rejected = stats.get("boxes/in_rejected_images", 0)
+    rest = listed - written - sum(dropped.values()) - rejected
+    boxes = {"listed": listed, "written": written, "clipped": stats.get("boxes/clipped", 0),
+             "dropped": dropped, "in_rejected_images": rejected}
+    if not_selected:
+        boxes["in_images_not_selected"] = rest
+    per_class = under("boxes/class/")
+    per_image = under("boxes/per_image/")
+    sizes = under("boxes/size/")
+    return {
+        "images": {"with_boxes": stats.get("images/with_boxes", 0),
+                   "without_boxes": stats.get("images/without_boxes", 0)},
+        "boxes": boxes,
+        "reconciles": rest == 0 or bool(not_selected),
+        "per_class": {n: per_class.get(n, 0) for n, _ in sorted(names.items(), key=lambda p: (p[1], p[0]))},
+        "per_image": {"bins": bin_labels(PER_IMAGE_EDGES, counts=True),
+                      "counts": [per_image.get(b, 0) for b in bin_labels(PER_IMAGE_EDGES, counts=True)]},
+        "box_sizes": {"measure": "sqrt of the box's area in pixels of the image as annotated",
+                      "edges": list(SIZE_EDGES), "bins": bin_labels(SIZE_EDGES),
+                      "counts": [sizes.get(b, 0) for b in bin_labels(SIZE_EDGES)]},
+    }
+
+
+def masks_in(options: dict) -> bool:
+    """Whether the run's options (the manifest's `options`) write masks."""
+    return bool((options.get("detection") or {}).get("masks"))
