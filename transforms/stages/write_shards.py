@@ -219,8 +219,8 @@ class _WriteShardFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(REJECTS, rejects)
         if rows:
             yield beam.pvalue.TaggedOutput(QUALITY, rows)
-        for name, n in sorted(box_stats.items()):
-            yield beam.pvalue.TaggedOutput(STATS, (name, n))
+        for counted, n in sorted(box_stats.items()):
+            yield beam.pvalue.TaggedOutput(STATS, (counted, n))
         yield ShardResult(split, index, num_shards, name, temp, writer.records, writer.bytes_written,
                           crc, tuple(sorted(label_counts.items())), index_temp, len(index_data))
 
