@@ -114,3 +114,62 @@ def test_coco_boxes_classes_and_masks_read_back(tmp_path):
     assert sum(d["per_class"].values()) == total
     pbtxt = open(os.path.join(out, "label_map.pbtxt")).read()
     assert 'item {\n  name: "car"\n  id: 3\n  display_name: "car"\n}' in pbtxt
+
+
+def test_voc_boxes_difficult_truncated_read_back(tmp_path):
+    src = make_voc(str(tmp_path / "VOC2012"), n=20)
+    out = str(tmp_path / "out")
+    assert convert("--annotations", src["root"], "--output", out, "--split", "train=0.75,validation=0.25") == 0
+    m = manifest(out)
+    assert m["label_map"]["classes"] == {"aeroplane": 1, "bicycle": 2, "cat": 3}  # 1..N by name, as the OD API's
+    rows = {**read_detection(out, "train"), **read_detection(out, "validation")}
+    assert set(rows) == set(src["expected"])
+    for rel, row in rows.items():
+        check_objects(row, src["expected"][rel])
+    assert m["detection"]["reconciles"] and m["counts"]["rejected"] == 0
+
+
+def test_yolo_split_folders_and_negatives_read_back(tmp_path):
+    src = make_yolo(str(tmp_path / "yolo"), n=20)
+    out = str(tmp_path / "out")
+    assert convert("--annotations", src["root"], "--output", out) == 0
+    m = manifest(out)
+    assert set(m["splits"]) == {"train", "val"}  # from images/train/ and images/val/
+    assert m["label_map"]["classes"] == {"ball": 0, "goal": 1, "player": 2}  # YOLO's indexes
+    for split in ("train", "val"):
+        rows = read_detection(out, split)
+        assert {r for r in src["splits"] if src["splits"][r] == split} == set(rows)
+        for rel, row in rows.items():
+            check_objects(row, src["expected"][rel], tol=2e-6)
+    assert m["detection"]["images"]["without_boxes"] == 1  # frame0005 has no label file: a negative
+    assert m["detection"]["reconciles"]
+
+
+def test_coco_train_and_val_files_are_the_splits_with_contiguous_ids_and_resize(tmp_path):
+    train = make_coco(str(tmp_path / "coco"), n=12, seed=3, split_name="train2017")
+    val = make_coco(str(tmp_path / "coco"), n=6, seed=4, split_name="val2017")
+    out = str(tmp_path / "out")
+    assert convert("--annotations", f"train={train['json']},validation={val['json']}", "--output", out,
+                   "--category_ids", "contiguous", "--masks", "png", "--resize_longest_side", "40") == 0
+    m = manifest(out)
+    ids = {"person": 1, "car": 2, "dog": 3}
+    assert m["label_map"]["classes"] == ids
+    import tensorflow as tf
+    for split, src in (("train", train), ("validation", val)):
+        rows = read_detection(out, split, masks=True)
+        assert set(rows) == {f"{'train2017' if split == 'train' else 'val2017'}/{k}" for k in src["expected"]}
+        for rel, row in rows.items():
+            want = src["expected"][rel.split("/", 1)[1]]
+            assert max(row["image/height"], row["image/width"]) <= 40  # resized: boxes stay normalized
+            w, h = want[0]["size"] if want else (0, 0)
+            for o in want:
+                o["area"] = o["area"] * row["image/width"] * row["image/height"] / (w * h)
+            check_objects(row, want, ids, tol=1e-6)
+            for j, o in enumerate(want):
+                got = tf.io.decode_png(row["image/object/mask"][j], channels=1).numpy()[:, :, 0]
+                assert got.shape == (row["image/height"], row["image/width"])  # masks at the stored size
+                if isinstance(o["segmentation"], dict):  # RLE: decoded at its size, resized with the image
+                    np.testing.assert_array_equal(got, source_mask(o["segmentation"], o["size"],
+                                                                   (int(row["image/width"]), int(row["image/height"]))))
+                else:  # a polygon drawn at the stored size covers about the scaled area
+                    assert got.sum() == pytest.approx(o["area"], rel=0.5, abs=12)
