@@ -173,3 +173,113 @@ def test_coco_train_and_val_files_are_the_splits_with_contiguous_ids_and_resize(
                                                                    (int(row["image/width"]), int(row["image/height"]))))
                 else:  # a polygon drawn at the stored size covers about the scaled area
                     assert got.sum() == pytest.approx(o["area"], rel=0.5, abs=12)
+
+
+@pytest.fixture(scope="module")
+def coco_out(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("det")
+    src = make_coco(str(tmp / "coco"), n=16, seed=5)
+    out = str(tmp / "out")
+    assert convert("--annotations", src["json"], "--output", out, "--masks", "png", "--num_shards", "2") == 0
+    return src, out
+
+
+def model_garden_decode(serialized):
+    """Model Garden's detection decoder (official/vision/dataloaders/tf_example_decoder.py,
+    TfExampleDecoder(include_mask=True)) as its source reads our records: its keys_to_features
+    and its decode steps. tf-models-official does not install against the pinned TensorFlow
+    2.21 (2.20.0 requires tensorflow~=2.20.0; pip falls back to 2.7.2, whose
+    official.vision.beta package does not import on Python 3.11), so the parse is written here."""
+    import tensorflow as tf
+    keys_to_features = {
+        "image/encoded": tf.io.FixedLenFeature((), tf.string),
+        "image/height": tf.io.FixedLenFeature((), tf.int64),
+        "image/width": tf.io.FixedLenFeature((), tf.int64),
+        "image/object/bbox/xmin": tf.io.VarLenFeature(tf.float32),
+        "image/object/bbox/xmax": tf.io.VarLenFeature(tf.float32),
+        "image/object/bbox/ymin": tf.io.VarLenFeature(tf.float32),
+        "image/object/bbox/ymax": tf.io.VarLenFeature(tf.float32),
+        "image/object/class/label": tf.io.VarLenFeature(tf.int64),
+        "image/object/area": tf.io.VarLenFeature(tf.float32),
+        "image/object/is_crowd": tf.io.VarLenFeature(tf.int64),
+        "image/object/mask": tf.io.VarLenFeature(tf.string),
+        "image/source_id": tf.io.FixedLenFeature((), tf.string),
+    }
+    p = tf.io.parse_single_example(serialized=serialized, features=keys_to_features)
+    for k in p:
+        if isinstance(p[k], tf.SparseTensor):
+            p[k] = tf.sparse.to_dense(p[k], default_value="" if p[k].dtype == tf.string else 0)
+    image = tf.io.decode_image(p["image/encoded"], channels=3)
+    image.set_shape([None, None, 3])
+    boxes = tf.stack([p["image/object/bbox/ymin"], p["image/object/bbox/xmin"],
+                      p["image/object/bbox/ymax"], p["image/object/bbox/xmax"]], axis=-1)
+    masks = tf.cond(tf.greater(tf.size(p["image/object/mask"]), 0),
+                    lambda: tf.map_fn(lambda b: tf.cast(tf.squeeze(tf.io.decode_png(b, channels=1), -1), tf.float32),
+                                      p["image/object/mask"], dtype=tf.float32),
+                    lambda: tf.zeros([0, p["image/height"], p["image/width"]], tf.float32))
+    return {"source_id": tf.strings.to_number(p["image/source_id"], tf.int64),  # as its parsers convert it
+            "image": image, "groundtruth_classes": p["image/object/class/label"],
+            "groundtruth_is_crowd": tf.cast(p["image/object/is_crowd"], tf.bool),
+            "groundtruth_area": p["image/object/area"], "groundtruth_boxes": boxes,
+            "groundtruth_instance_masks": masks}
+
+
+def test_model_garden_decoder_reads_every_record(coco_out):
+    import tensorflow as tf
+    src, out = coco_out
+    m = manifest(out)
+    files = [os.path.join(out, s["name"]) for s in m["splits"]["train"]["shards"]]
+    by_id = {int(im["id"]): im["file_name"] for im in src["doc"]["images"]}
+    seen = 0
+    for d in tf.data.TFRecordDataset(files).map(model_garden_decode):
+        want = src["expected"][by_id[int(d["source_id"])]]
+        assert d["groundtruth_boxes"].shape == (len(want), 4)
+        for j, o in enumerate(want):
+            x0, y0, x1, y1 = o["box"]
+            np.testing.assert_allclose(d["groundtruth_boxes"][j].numpy(), [y0, x0, y1, x1], atol=1e-6)
+            assert int(d["groundtruth_classes"][j]) == o["label"]
+            assert bool(d["groundtruth_is_crowd"][j]) == bool(o["is_crowd"])
+        assert d["groundtruth_instance_masks"].shape[0] == len(want)
+        assert tuple(d["groundtruth_instance_masks"].shape[1:]) == tuple(d["image"].shape[:2]) or not want
+        seen += 1
+    assert seen == 16
+
+
+def test_spec_prints_code_that_reads_boxes_and_masks(coco_out, tmp_path):
+    from conftest import run_printed
+    from tfrecord_pipelines.spec import reading_code
+    src, out = coco_out
+    code = reading_code(out, manifest(out), True)
+    assert "tf.io.VarLenFeature(tf.float32),  # one value per object" in code
+    driver = ("import importlib.util, json, sys\n"
+              "spec = importlib.util.spec_from_file_location('reader', sys.argv[1]); r = importlib.util.module_from_spec(spec)\n"
+              "spec.loader.exec_module(r)\n"
+              "for record in r.dataset('train', training=False).take(100):\n"
+              "    image, boxes, classes, masks = record\n"
+              "    print(json.dumps({'shape': list(image.shape), 'boxes': boxes.numpy().tolist(),\n"
+              "                      'classes': [r.CLASS_NAMES[int(c)] for c in classes], 'masks': list(masks.shape)}))\n")
+    rows = run_printed(tmp_path, code, driver, os.path.join(out, "manifest.json"))
+    assert len(rows) == 16
+    want = {tuple(tuple(round(v, 5) for v in (o["box"][1], o["box"][0], o["box"][3], o["box"][2])) for o in objs)
+            for objs in src["expected"].values()}
+    got = {tuple(tuple(round(v, 5) for v in b) for b in r["boxes"]) for r in rows}
+    assert got == want
+    for r in rows:
+        assert r["masks"][0] == len(r["boxes"]) and (not r["boxes"] or r["masks"][1:] == r["shape"][:2])
+
+
+def test_tfds_loads_the_sequence_of_objects(coco_out):
+    import tensorflow_datasets as tfds
+    src, out = coco_out
+    builder = tfds.builder_from_directory(out)
+    obj = builder.info.features["image"]["object"]
+    assert type(obj).__name__ == "Sequence"
+    n = 0
+    for ex in builder.as_dataset(split="train"):
+        objs = ex["image"]["object"]
+        k = int(objs["class"]["label"].shape[0])
+        assert objs["bbox"]["xmin"].shape == (k,) and objs["mask"].shape[0] == k
+        assert [t.decode() for t in objs["class"]["text"].numpy()] == \
+            [dict((c, nm) for c, nm in [(1, "person"), (3, "car"), (7, "dog")])[int(c)] for c in objs["class"]["label"]]
+        n += 1
+    assert n == 16
