@@ -27,6 +27,7 @@ from tfrecord_pipelines.transforms.core import quality
 from tfrecord_pipelines.transforms.core.units import human_bytes, plural
 
 THUMB_PX = 112               # a thumbnail's longer side
+THUMB_BOXES_PX = 224         # a thumbnail with its boxes drawn (--annotations): boxes need room
 MAX_THUMB_SOURCE_PIXELS = 50_000_000   # larger images get no thumbnail (decompression bombs)
 MAX_CLASS_BARS = 40          # more classes: one count curve per split instead of labelled bars
 MAX_SHOWN_GROUPS = 12        # duplicate groups and near-duplicate pairs shown
@@ -63,10 +64,11 @@ class ReportInputs:
     notes: list = dataclasses.field(default_factory=list)       # how the inputs were gathered (caps, failures)
 
 
-def thumbnail(data: bytes, px: int = THUMB_PX) -> bytes:
+def thumbnail(data: bytes, px: int = THUMB_PX, boxes: Optional[list] = None) -> bytes:
     """A JPEG thumbnail (longer side px) of an image as stored, not rotated
     by EXIF (TensorFlow decodes it unrotated too); b"" if it does not decode
-    or claims too many pixels."""
+    or claims too many pixels. `boxes`: [(xmin, ymin, xmax, ymax)] normalized,
+    drawn on it."""
     try:
         with Image.open(io.BytesIO(data)) as im:
             if im.width * im.height > MAX_THUMB_SOURCE_PIXELS:
@@ -88,9 +90,20 @@ def thumbnail(data: bytes, px: int = THUMB_PX) -> bytes:
     elif small.mode in ("I;16", "I;16B", "I", "F"):
         small = ImageOps.autocontrast(small.convert("F").convert("L"))
     small = small.convert("RGB")
+    if boxes:
+        _draw_boxes(small, boxes)
     buf = io.BytesIO()
     small.save(buf, "JPEG", quality=82)
     return buf.getvalue()
+
+
+def _draw_boxes(im: Image.Image, boxes: list) -> None:
+    from PIL import ImageDraw
+    draw = ImageDraw.Draw(im)
+    w, h = im.size
+    for i, (x0, y0, x1, y1) in enumerate(boxes):
+        draw.rectangle([x0 * w, y0 * h, max(x0 * w, x1 * w - 1), max(y0 * h, y1 * h - 1)],
+                       outline=_COLORS[i % 6], width=2)
 
 
 # ---- charts ------------------------------------------------------------------------------------------------------
@@ -294,6 +307,8 @@ def _summary(m: dict, check: bool) -> str:
     kind = lm.get("kind", "")
     if kind in ("class", "int"):
         parts.append(f"labels: {len(lm.get('classes') or {}):,} classes ({_e(kind)})")
+    elif kind == "boxes":
+        parts.append(f"objects of {len(lm.get('classes') or {}):,} classes (boxes; see Boxes)")
     elif kind == "float":
         parts.append("labels: float regression targets")
     elif kind:
@@ -323,6 +338,8 @@ def _option_rows(m: dict) -> list:
 
 
 def _balance(m: dict) -> str:
+    if isinstance(m.get("detection"), dict):
+        return "<p>Classes are given per object: boxes per class are under Boxes.</p>"
     per_split = _per_split(m)
     classes = _classes(m, per_split)
     if not classes:
@@ -345,7 +362,8 @@ def _contact_sheet(samples: list, classes: list, kind: str = "") -> str:
     for label in order:
         cells = "".join(f'<figure>{_img(s.thumb, s.path)}<figcaption>{_e(_short(s.path.rsplit("/", 1)[-1], 24))}'
                         f"<br><small>{_e(s.split)}</small></figcaption></figure>" for s in by_label[label])
-        name = _e(label) if label else "regression targets" if kind == "float" else "(unlabelled)"
+        name = _e(label) if label else "regression targets" if kind == "float" else \
+            "with their boxes" if kind == "boxes" else "(unlabelled)"
         rows.append(f'<div class="sheetrow"><div class="cls">{name}</div>{cells}</div>')
     return "".join(rows)
 
@@ -409,6 +427,51 @@ def _duplicates(m: dict, thumbs: dict) -> str:
     return "".join(out) or "<p>No duplicate figures.</p>"
 
 
+def _detection(m: dict) -> str:
+    """--annotations: boxes by outcome (they reconcile), per class, per image and by size."""
+    d = m.get("detection")
+    if not isinstance(d, dict):
+        return ""
+    b = d.get("boxes") or {}
+    dropped = b.get("dropped") or {}
+    rows = [["listed", f"{b.get('listed', 0):,}"], ["written", f"{b.get('written', 0):,}"],
+            ["of which clipped to the image", f"{b.get('clipped', 0):,}"]]
+    rows += [[f"dropped: <code>{_e(r)}</code>", f"{n:,}"] for r, n in sorted(dropped.items())]
+    rows.append(["in rejected images", f"{b.get('in_rejected_images', 0):,}"])
+    if "in_images_not_selected" in b:
+        rows.append(["in images not selected", f"{b['in_images_not_selected']:,}"])
+    images = d.get("images") or {}
+    out = [f"<p>Images written with boxes: <b>{images.get('with_boxes', 0):,}</b>, without: "
+           f"<b>{images.get('without_boxes', 0):,}</b>. The thumbnails above show each record's boxes.</p>",
+           _table(["boxes", "count"], rows, "num")]
+    per_class = d.get("per_class") or {}
+    if per_class:
+        names = list(per_class)[:MAX_CLASS_BARS]
+        out.append(_chart(bars_chart("boxes per class", names, [per_class[n] for n in names], "boxes"),
+                          "boxes per class"))
+    hists = [(title, (d.get(key) or {}).get("bins") or [], (d.get(key) or {}).get("counts") or [])
+             for title, key in (("boxes per image", "per_image"),
+                                ("box size (\u221aarea, px of the image as annotated)", "box_sizes"))]
+    if any(c for _, _, c in hists):
+        out.append(_chart(_hist_chart(hists), "boxes per image and box sizes"))
+    return "".join(out)
+
+
+def _hist_chart(hists: list) -> str:
+    fig = _figure(12.0, 3.2)
+    axes = fig.subplots(1, len(hists), gridspec_kw={"wspace": 0.25})
+    for ax, (title, bins, counts) in zip(axes, hists):
+        if len(bins) != len(counts) or not counts:
+            ax.set_axis_off()
+            continue
+        ax.bar(range(len(counts)), counts, color=_COLORS[0])
+        ax.set_xticks(range(len(counts)), bins, rotation=45, ha="right", fontsize="small")
+        ax.set_title(title)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(axis="y", alpha=0.3)
+    return _png_uri(fig)
+
+
 def _sizes(m: dict, sampled: list) -> str:
     sizes = (m.get("quality") or {}).get("sizes")
     if isinstance(sizes, dict) and sizes:
@@ -465,6 +528,7 @@ def build_html(m: dict, inputs: Optional[ReportInputs] = None, *, check: bool = 
              if warnings else '<div class="ok">No warnings.</div>'),
             "<h2>Class balance</h2>", _balance(m),
             "<h2>Samples</h2>", _contact_sheet(inputs.samples, classes, (m.get("label_map") or {}).get("kind", "")),
+            *(["<h2>Boxes</h2>", _detection(m)] if isinstance(m.get("detection"), dict) else []),
             "<h2>Rejects</h2>", _rejects(m, inputs.rejects, check, rejects_file),
             "<h2>Duplicates and near duplicates</h2>", _duplicates(m, inputs.thumbs),
             "<h2>Image sizes</h2>", _sizes(m, inputs.sampled_sizes)]

@@ -22,7 +22,7 @@ from typing import Iterable, Optional
 
 from tfrecord_pipelines.transforms.core import report_html
 from tfrecord_pipelines.transforms.core.records import Reason
-from tfrecord_pipelines.transforms.core.report_html import ReportInputs, Sample, ShownReject, thumbnail
+from tfrecord_pipelines.transforms.core.report_html import THUMB_BOXES_PX, ReportInputs, Sample, ShownReject, thumbnail
 from tfrecord_pipelines.transforms.core.specs import OutputFormat, ReadPolicy
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, iter_records
 from tfrecord_pipelines.transforms.storage import fsutil, layout, reads
@@ -43,6 +43,7 @@ DEADLINE_SECONDS = 60.0          # after this, no more reads: the report is buil
 NO_PREVIEW = {Reason.MISSING, Reason.UNSAFE_PATH, Reason.NOT_A_FILE, Reason.TOO_LARGE, Reason.TOO_MANY_PIXELS,
               Reason.TOO_COMPLEX, Reason.BAD_ROW, Reason.AMBIGUOUS, Reason.EMPTY}
 _BATCH = 64
+BOX_ROLES = ("bbox_xmin", "bbox_ymin", "bbox_xmax", "bbox_ymax")  # --annotations: drawn on the thumbnails
 THREADS = 8                      # thumbnails made at once (Pillow decodes without the GIL; bucket reads wait)
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ def _decoder(m: dict, roles: dict):
 
     from tfrecord_pipelines.transforms.core.features import tfmd_schema
     wanted = {roles[r]: m["features"][roles[r]] for r in ("encoded", "text", "label", "target", "filename",
-                                                           "sha256", "width", "height") if r in roles}
+                                                           "sha256", "width", "height", *BOX_ROLES) if r in roles}
     return example_coder.ExamplesToRecordBatchDecoder(tfmd_schema(wanted, required=False).SerializeToString())
 
 
@@ -202,6 +203,9 @@ def _take(row: dict, roles: dict, split: str, names: dict, classed: bool, per_la
         return
     if path in wanted and path not in inputs.thumbs:
         inputs.thumbs[path] = budget.later(thumbnail, data)
+    boxes = None
+    if all(r in roles for r in BOX_ROLES):  # detection: the thumbnail shows the record's boxes
+        boxes = list(zip(*(row.get(roles[r]) or [] for r in BOX_ROLES)))
     if classed:
         text = _first(row, roles.get("text"))
         lid = _first(row, roles.get("label"))
@@ -212,7 +216,9 @@ def _take(row: dict, roles: dict, split: str, names: dict, classed: bool, per_la
         target = _first(row, roles.get("target"))
         caption = f"{path} (target {target:g})" if target is not None else path
     if accept(label):
-        per_label.setdefault(label, []).append(Sample(label, split, caption, budget.later(thumbnail, data)))
+        thumb = budget.later(thumbnail, data) if boxes is None else budget.later(thumbnail, data, THUMB_BOXES_PX,
+                                                                                 boxes)
+        per_label.setdefault(label, []).append(Sample(label, split, caption, thumb))
 
 
 def source_path(root: str, rel: str) -> Optional[str]:
