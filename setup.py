@@ -41,6 +41,10 @@ setup(
         "numpy>=2.0,<3",
         # The charts of report.html (Agg backend, no display needed).
         "matplotlib>=3.10,<4",
+        # --annotations: COCO JSON streamed (yajl2's C parser), whatever its size; COCO's
+        # polygon and RLE masks drawn as the COCO tools draw them (--masks png).
+        "ijson>=3.3,<4",
+        "pycocotools>=2.0.8,<3",
     ],
     extras_require={
         # The readers the tests load outputs with: TFDS (builder_from_directory) and

@@ -109,6 +109,7 @@ def main(argv=None) -> int:
     ap.add_argument("--work", default=os.path.join(ROOT, "bench", "work"))
     a = ap.parse_args(argv)
     tree = make_coco_tree(a.data, a.size, a.boxes, log=lambda m: print(m, file=sys.stderr))
+    os.makedirs(a.work, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
     variants = [v.strip() for v in a.variants.split(",") if v.strip()]
     runs: dict = {v: [] for v in variants}
