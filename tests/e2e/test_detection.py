@@ -304,3 +304,18 @@ def test_shards_are_byte_identical_across_runners_and_a_rerun_is_unchanged(tmp_p
     assert not os.path.exists(os.path.join(root, "v2", "manifest.json"))  # unchanged: nothing published
     with open(os.path.join(root, "LATEST")) as f:
         assert f.read().strip() == "v1"
+
+
+def test_verify_holds_object_classes_to_the_label_map(coco_out, tmp_path):
+    import shutil
+    from tfrecord_pipelines.verify import verify_output
+    _, out = coco_out
+    assert verify_output(out, decode=True).ok
+    copy = str(tmp_path / "copy")
+    shutil.copytree(out, copy)
+    m = manifest(copy)
+    del m["label_map"]["classes"]["car"]
+    with open(os.path.join(copy, "manifest.json"), "w") as f:
+        json.dump(m, f)
+    errors = verify_output(copy).errors
+    assert errors and all("object class ids [3] are not in the manifest's label map" in e for e in errors)
