@@ -446,9 +446,10 @@ def _detection(m: dict) -> str:
            _table(["boxes", "count"], rows, "num")]
     per_class = d.get("per_class") or {}
     if per_class:
-        names = list(per_class)[:MAX_CLASS_BARS]
-        out.append(_chart(bars_chart("boxes per class", names, [per_class[n] for n in names], "boxes"),
-                          "boxes per class"))
+        names = sorted(per_class, key=lambda n: -per_class[n])[:MAX_CLASS_BARS]
+        title = "boxes per class" + (f" (the {len(names)} commonest of {len(per_class):,})"
+                                     if len(per_class) > len(names) else "")
+        out.append(_chart(bars_chart(title, names, [per_class[n] for n in names], "boxes"), "boxes per class"))
     hists = [(title, (d.get(key) or {}).get("bins") or [], (d.get(key) or {}).get("counts") or [])
              for title, key in (("boxes per image", "per_image"),
                                 ("box size (\u221aarea, px of the image as annotated)", "box_sizes"))]

@@ -22,7 +22,8 @@ IMAGES, ANNOTATIONS, CATEGORIES = "images", "annotations", "categories"
 
 
 def _number(v) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+    # ijson (use_float) gives int or float; type() is ~10x cheaper than an ABC isinstance, per coordinate.
+    return type(v) is float or type(v) is int or (isinstance(v, numbers.Real) and not isinstance(v, bool))
 
 
 def _items(stream: BinaryIO, section: str, name: str) -> Iterator:
