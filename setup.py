@@ -45,6 +45,10 @@ setup(
         # Below 2.4: inside IPython/Jupyter, Beam 2.77 imports its DataFrame API to build any pipeline,
         # and that fails on pandas 3 (`DataFrame.first` is gone): no conversion could run in a notebook.
         "pandas>=2.0,<2.4",
+        # --annotations: COCO JSON streamed (yajl2's C parser), whatever its size; COCO's
+        # polygon and RLE masks drawn as the COCO tools draw them (--masks png).
+        "ijson>=3.3,<4",
+        "pycocotools>=2.0.8,<3",
     ],
     extras_require={
         # The readers the tests load outputs with: TFDS (builder_from_directory) and

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from typing import Optional
 
 from tfrecord_pipelines.transforms.core import fingerprint, resize
 from tfrecord_pipelines.transforms.core.images import ImagePolicy
 from tfrecord_pipelines.transforms.core.specs import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, InputKind, InputSpec,  # noqa: F401 (re-exported)
                                    LabelSource, LabelSpec, LabelType, OutputSpec, ShardSpec, SplitSource, SplitSpec)
-from tfrecord_pipelines.transforms.core.specs import DuplicatePolicy, QualitySpec  # noqa: F401 (re-exported)
+from tfrecord_pipelines.transforms.core.specs import DetectionSpec, DuplicatePolicy, QualitySpec  # noqa: F401 (re-exported)
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression  # noqa: F401 (re-exported)
 
 
@@ -27,6 +28,7 @@ class ConvertConfig:
     quality: QualitySpec = QualitySpec()
     allow_empty: bool = False        # publish a dataset of 0 records (transforms/core/publishable.py)
     allow_shrink: bool = False       # a --versioned run may fall below half of LATEST's records
+    detection: Optional[DetectionSpec] = None  # --annotations: object boxes (and masks)
 
     def describe(self) -> dict:
         """The settings as plain JSON values, for the manifest."""

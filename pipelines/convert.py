@@ -66,6 +66,8 @@ def _run(argv: list, prog: str, check_only: bool = False) -> int:
         return 1
     if runtime.is_local(options) and _dry_run(options) and not check_only:
         return _preview(options, cfg, runner, debug)
+    if cfg.detection is not None:
+        print(f"annotations: {cfg.detection.found}", file=sys.stderr)
     try:
         outcome, seconds, result = execute(options, cfg, runner, debug)
     except (UsageError, run_lock.LockHeld) as e:

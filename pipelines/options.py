@@ -13,7 +13,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentP
 from tfrecord_pipelines.transforms.core.errors import UsageError
 from tfrecord_pipelines.transforms.core.specs import LabelType
 
-LABEL_TYPES = [t.value for t in LabelType if t is not LabelType.NONE]
+LABEL_TYPES = [t.value for t in LabelType if t not in (LabelType.NONE, LabelType.BOXES)]
 
 # Beam's own --labels (Dataflow job labels) takes that name; ours is --label_table.
 
@@ -58,6 +58,8 @@ def add_convert_args(parser) -> None:
                         "other files are counted as excluded (hidden files always are)")
     g.add_argument("--allow_absolute_paths", action="store_true", default=False,
                    help="Accept absolute paths and URLs in the label table (refused as unsafe_path by default)")
+
+    add_detection_args(parser)
 
     g = parser.add_argument_group("labels")
     g.add_argument("--label_from", type=str.lower, default="auto", choices=["auto", "folder", "table", "regex", "none"],
@@ -233,6 +235,33 @@ def add_convert_args(parser) -> None:
                         "10 s)")
     g.add_argument("--debug", action="store_true", default=False,
                    help="On failure, show Beam's logs and the full traceback instead of a one-line message")
+
+
+def add_detection_args(parser) -> None:
+    g = parser.add_argument_group("detection: boxes and masks (with --annotations)")
+    g.add_argument("--annotations", default="",
+                   help="Object annotations instead of --input or --label_table: a COCO JSON file "
+                        "(instances_train2017.json), a folder of Pascal VOC XML files (or a VOC root holding "
+                        "Annotations/ and JPEGImages/), or a YOLO folder (images/ and labels/, with classes.txt or "
+                        "a data YAML) or its data YAML; SPLIT=PATH,... gives one per split (COCO's train and val "
+                        "files). The images are under --image_root (SPLIT=FOLDER,... to match)")
+    g.add_argument("--annotation_format", type=str.lower, default="auto", choices=["auto", "coco", "voc", "yolo"],
+                   help="Format of --annotations; auto: found from the file or folder (and said)")
+    g.add_argument("--masks", type=str.lower, default="off", choices=["off", "png"],
+                   help="png: write image/object/mask, one PNG per object at the stored image's size (COCO "
+                        "polygons and RLE; a box for objects without a segmentation)")
+    g.add_argument("--bad_boxes", type=str.lower, default="clip", choices=["clip", "drop", "reject_image"],
+                   help="A box that does not fit its image (checked against the image's real size): clip one past "
+                        "the edge and drop the empty, non-finite or unknown ones; drop every bad box; or reject "
+                        "the image (bad_box). Every box is counted by reason in the manifest")
+    g.add_argument("--images_without_boxes", type=str.lower, default="keep", choices=["keep", "drop"],
+                   help="keep: write images without boxes (negatives); drop: reject them as no_boxes")
+    g.add_argument("--category_ids", type=str.lower, default="keep", choices=["keep", "contiguous"],
+                   help="keep: the source's category ids (COCO's 1..90 with gaps, YOLO's indexes); contiguous: "
+                        "1..N in the order of the source's ids (VOC: 1..N by name either way)")
+    g.add_argument("--max_annotation_bytes", type=int, default=64 << 20,
+                   help="Largest per-image annotation file (VOC XML, YOLO text) or class list read; a larger one "
+                        "is rejected as bad_annotation (COCO JSON is streamed, whatever its size)")
 
 
 class _HelpFormatter(argparse.HelpFormatter):

@@ -171,11 +171,16 @@ def build_config(o, run_id: str, progress: bool = False, given_inputs: Optional[
         raise UsageError("--output is required: the folder (local or gs://) for the shards")
     if not o.lock_ttl_hours > 0:
         raise UsageError(f"--lock_ttl_hours {o.lock_ttl_hours} must be positive")
-    if [bool(o.input), bool(o.label_table), bool(o.file_list), given_inputs is not None].count(True) != 1:
+    if [bool(o.input), bool(o.label_table), bool(o.file_list), bool(o.annotations),
+            given_inputs is not None].count(True) != 1:
         raise UsageError("give exactly one of --input (an image folder tree), --label_table (a CSV/TSV/JSONL "
-                         "label table with --image_root) or --file_list (a listing of image paths)")
+                         "label table with --image_root), --file_list (a listing of image paths) or --annotations "
+                         "(COCO, Pascal VOC or YOLO boxes)")
+    detection = None
     if given_inputs is not None:
         inputs, split, label_from = given_inputs
+    elif o.annotations:
+        inputs, split, label_from, detection = _annotations(o)
     elif o.file_list:
         from tfrecord_pipelines.file_list import list_input
         inputs, split, label_from = list_input(o)
@@ -209,7 +214,7 @@ def build_config(o, run_id: str, progress: bool = False, given_inputs: Optional[
         images=images, shards=shards,
         output=_output_spec(o, run_id, keys, progress, previous_version, previous),
         max_reject_fraction=_fraction(o.max_reject_fraction), quality=quality,
-        allow_empty=o.allow_empty, allow_shrink=_allow_shrink(o))
+        allow_empty=o.allow_empty, allow_shrink=_allow_shrink(o), detection=detection)
     return _incremental(cfg, o, previous, broken)
 
 
@@ -219,7 +224,9 @@ def _incremental(cfg: ConvertConfig, o, previous: Optional[dict], broken: str = 
     out, inputs = cfg.output, cfg.inputs
     # A table run's fingerprint covers its files only when the image root is listed too (--versioned):
     # without that, a rerun could not tell that an image changed since the killed run.
-    resumable = inputs.kind is InputKind.FOLDER or inputs.fingerprint_root
+    # Annotations are converted whole (not resumed, no records reused): a box
+    # may change while its image's file does not.
+    resumable = cfg.detection is None and (inputs.kind is InputKind.FOLDER or inputs.fingerprint_root)
     changes = {"listed_at_ns": time.time_ns(), "keep_versions": o.keep_versions,
                "resume_parent": (out.root or out.output) if resumable else ""}
     if out.root:
@@ -230,7 +237,9 @@ def _incremental(cfg: ConvertConfig, o, previous: Optional[dict], broken: str = 
                   "image_library": resize.library_versions(), "compression": cfg.shards.compression.value,
                   "output_format": cfg.shards.output_format.value}
         why = (f"LATEST names {out.previous_version}, whose manifest cannot be read" if broken
-               else "--full was given" if o.full else provenance.why_full(previous, expect))
+               else "--full was given" if o.full
+               else "--annotations are converted in full (a box may change while its image does not)"
+               if cfg.detection is not None else provenance.why_full(previous, expect))
         prev = None
         if not why:
             try:
@@ -240,6 +249,23 @@ def _incremental(cfg: ConvertConfig, o, previous: Optional[dict], broken: str = 
                 why = f"its manifest's provenance section is malformed ({e}); --full repairs it"
         changes.update(previous=prev, why_full=why)
     return dataclasses.replace(cfg, output=dataclasses.replace(out, **changes))
+
+
+def _annotations(o) -> tuple:
+    """--annotations (pipelines/annotation_input.py): inputs, splits, label source, DetectionSpec."""
+    from tfrecord_pipelines.annotation_input import AnnotationUsageError, annotation_input
+    try:
+        inputs, detection, keyed = annotation_input(o)
+    except AnnotationUsageError as e:
+        raise UsageError(str(e)) from None
+    if o.label_table or o.label_regex or o.label_from not in ("auto", "table") or o.label_type != "auto":
+        raise UsageError("with --annotations the classes are the annotations' categories: drop --label_from, "
+                         "--label_regex and --label_type")
+    split = parse_split(o.split, False, keyed)
+    if split.source is SplitSource.FOLDERS:
+        raise UsageError("--split folders: with --annotations, splits come with them (SPLIT=PATH,... or YOLO's "
+                         "images/<split>/), or from --split ratios")
+    return inputs, split, "table", detection
 
 
 def _quality_spec(o) -> QualitySpec:
@@ -430,7 +456,8 @@ def _read_once(choice: str, inputs: InputSpec, shards: ShardSpec, quality: Quali
         return False
     if choice != "auto":
         return choice == "1"
-    return inputs.kind is InputKind.FOLDER or "*" in dict(shards.num_shards)
+    # --annotations: the images' folders are listed too, which gives every size.
+    return inputs.kind in (InputKind.FOLDER, InputKind.ANNOTATIONS) or "*" in dict(shards.num_shards)
 
 
 def _image_policy(o, read_once: bool = True) -> ImagePolicy:

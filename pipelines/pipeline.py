@@ -7,6 +7,10 @@ or, with two reads per image (tables without sizes, --max_examples_per_split):
 
     ListInputs | Records (AssignLabels | Split | ValidateImages) | Dataset (PlanShards | WriteShards | Publish)
 
+With --annotations (COCO, Pascal VOC, YOLO), ListAnnotations takes the place
+of ListInputs and AssignLabels: each record carries its objects, and the
+label map is the annotations' categories.
+
 An incremental version (--versioned, with a previous version to copy from)
 adds MatchPrevious after Split: records whose file and metadata are those
 the previous version recorded are copied from its shards by WriteShards, not
@@ -30,6 +34,7 @@ from tfrecord_pipelines.transforms.stages.assign_labels import AssignLabels
 from tfrecord_pipelines.transforms.stages.check_quality import CheckQuality
 from tfrecord_pipelines.transforms.stages.check_report import CheckReport, quality_rows
 from tfrecord_pipelines.transforms.stages.drop_duplicates import DropDuplicates
+from tfrecord_pipelines.transforms.stages.list_annotations import ListAnnotations
 from tfrecord_pipelines.transforms.stages.list_inputs import ListInputs
 from tfrecord_pipelines.transforms.stages.match_previous import MatchPrevious
 from tfrecord_pipelines.transforms.stages.plan_shards import PlanShards
@@ -43,8 +48,8 @@ from tfrecord_pipelines.transforms.storage import layout, progress, spill
 def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "", spill_dir: str = "") -> None:
     """`spill_dir`: a local run's folder where record batches wait at the
     barriers instead of in the runner (transforms/storage/spill.py)."""
-    listed = p | "ListInputs" >> ListInputs(cfg.inputs, spill_dir, progress_dir, cfg.output.racy_after_ns)
-    # [Rec(rel, path, size, raw label/split/extras)] batches; fingerprint: per-unit digests
+    listed = list_inputs(p, cfg, spill_dir, progress_dir)
+    # [Rec(rel, path, size, raw label/split/extras | annotation)] batches; fingerprint: per-unit digests
     records = listed | "Records" >> PrepareRecords(cfg, progress_dir, spill_dir)
     if cfg.output.check_only:  # `tfrecords check`: report.html and check.json, no shards, no manifest (pipelines/check.py)
         records | "Check" >> CheckDataset(cfg, spill_dir)
@@ -68,8 +73,7 @@ class PrepareRecords(beam.PTransform):
 
     def expand(self, listed):
         cfg, out, spill_dir = self._cfg, self._cfg.output, self._spill_dir
-        listing = _spilled(listed[RECORDS], "SpillListing", spill_dir)
-        labeled = listing | "AssignLabels" >> AssignLabels(cfg.labels, cfg.inputs.extra_columns)
+        labeled = assign_labels(_spilled(listed[RECORDS], "SpillListing", spill_dir), listed, cfg)
         # [Rec + label_id | target, typed extras]; label_map: singleton LabelMap
         split = labeled[RECORDS] | "Split" >> Split(cfg.splits, cfg.shards.seed, cfg.shards.max_per_split, spill_dir)
         # [Rec + split, shuffle key]
@@ -140,14 +144,18 @@ class WriteDataset(beam.PTransform):
             staging, cfg.shards.compression, cfg.images, dict(out.feature_keys), prepared["label_map"],
             self._progress_dir, validate=read_once(cfg), index_files=cfg.shards.index_files,
             output_format=cfg.shards.output_format, quality_rows=cfg.quality.enabled,
-            fingerprint=prepared["fingerprint"], reuse=_reuse(cfg))
-        # ShardResult(name, temp path, records, bytes, crc32c); rejects (validation's, with one read)
+            fingerprint=prepared["fingerprint"], reuse=_reuse(cfg), detection=cfg.detection)
+        # ShardResult(name, temp path, records, bytes, crc32c); rejects (validation's, with one read);
+        # stats: box counts (--annotations)
         rejects = ((prepared[REJECTS], _spilled(written[REJECTS], "SpillWriteRejects", spill_dir))
                    | "AllRejects" >> beam.Flatten())
         spec = PublishSpec(out, staging, cfg.shards.compression, cfg.describe(), options_digest(cfg), __version__,
                            cfg.max_reject_fraction, allow_empty=cfg.allow_empty, allow_shrink=cfg.allow_shrink,
                            shard_options=cfg.fingerprint_options())
-        results = {"shards": written["shards"], "rejects": rejects, "stats": prepared[STATS],
+        stats = prepared[STATS]
+        if cfg.detection is not None:
+            stats = (stats, written[STATS]) | "BoxStats" >> beam.Flatten()
+        results = {"shards": written["shards"], "rejects": rejects, "stats": stats,
                    "label_map": prepared["label_map"], "plans": planned["plans"],
                    "fingerprint": prepared["fingerprint"]}
         if cfg.quality.enabled:
@@ -193,9 +201,8 @@ def build_preview(p: beam.Pipeline, cfg: ConvertConfig, spill_dir: str, result_p
     match with the previous version's provenance), written as JSON to
     `result_path` (a local file) for the launcher to print (report.print_preview)."""
     out = cfg.output
-    listed = p | "ListInputs" >> ListInputs(cfg.inputs, spill_dir, racy_after_ns=out.racy_after_ns)
-    listing = _spilled(listed[RECORDS], "SpillListing", spill_dir)
-    labeled = listing | "AssignLabels" >> AssignLabels(cfg.labels, cfg.inputs.extra_columns)
+    listed = list_inputs(p, cfg, spill_dir)
+    labeled = assign_labels(_spilled(listed[RECORDS], "SpillListing", spill_dir), listed, cfg)
     split = labeled[RECORDS] | "Split" >> Split(cfg.splits, cfg.shards.seed, cfg.shards.max_per_split, spill_dir)
     fp = listed[FINGERPRINT] | "Fingerprint" >> RunFingerprint(
         fingerprint.options_digest(cfg.fingerprint_options()), labeled["label_map"])
@@ -249,6 +256,22 @@ def _reuse(cfg: ConvertConfig) -> Reuse:
     out = cfg.output
     copyable = cfg.shards.compression is Compression.NONE and cfg.shards.output_format is OutputFormat.TFRECORD
     return Reuse(out.resume_parent, __version__, out.previous, provenance=bool(out.root) and copyable)
+
+
+def list_inputs(p: beam.Pipeline, cfg: ConvertConfig, spill_dir: str, progress_dir: str = ""):
+    """ListInputs, or with --annotations ListAnnotations (each Rec with its
+    objects, and the label map of the annotations' categories)."""
+    if cfg.detection is None:
+        return p | "ListInputs" >> ListInputs(cfg.inputs, spill_dir, progress_dir, cfg.output.racy_after_ns)
+    return p | "ListAnnotations" >> ListAnnotations(cfg.inputs, cfg.detection, cfg.labels, spill_dir)
+
+
+def assign_labels(listing, listed, cfg: ConvertConfig):
+    """AssignLabels; with --annotations the records are labelled already (their
+    boxes' classes) and the label map is ListAnnotations' (categories.py)."""
+    if cfg.detection is not None:
+        return {RECORDS: listing, "label_map": listed["label_map"], REJECTS: None}
+    return listing | "AssignLabels" >> AssignLabels(cfg.labels, cfg.inputs.extra_columns)
 
 
 def _spilled(batches, label: str, spill_dir: str):

@@ -220,6 +220,17 @@ def print_summary(output: str, seconds: float, out=None) -> None:
               f"{fsutil.join(output, layout.LABEL_MAP)}", file=out)
     elif lm["kind"] == LabelType.FLOAT:
         print("labels: float regression targets (image/target)", file=out)
+    elif lm["kind"] == LabelType.BOXES and isinstance(m.get("detection"), dict):
+        b = m["detection"]["boxes"]
+        dropped = b.get("dropped") or {}
+        print(f"boxes: listed {b['listed']:,} = written {b['written']:,} (clipped {b['clipped']:,}) + dropped "
+              f"{sum(dropped.values()):,} + in rejected images {b['in_rejected_images']:,}"
+              + (f" + in images not selected {b['in_images_not_selected']:,}" if "in_images_not_selected" in b
+                 else ""), file=out)
+        if dropped:
+            print("boxes dropped by reason: " + ", ".join(f"{k} {v:,}" for k, v in dropped.items()), file=out)
+        print(f"classes: {plural(len(lm['classes']), 'category', 'categories')}, map in "
+              f"{fsutil.join(output, layout.LABEL_MAP)} and {layout.LABEL_MAP_PBTXT}", file=out)
     if not c["written"]:
         print("warning: the dataset is EMPTY: no record was written (published with --allow_empty)", file=sys.stderr)
     _print_warnings(m)

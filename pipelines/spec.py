@@ -22,6 +22,7 @@ import sys
 from typing import Optional
 
 from tfrecord_pipelines.transforms.core.example_codec import BYTES, FLOAT, INT64
+from tfrecord_pipelines.transforms.core.features import FEATURES as _FEATURE_TABLE
 from tfrecord_pipelines.transforms.core.specs import LabelType
 from tfrecord_pipelines.transforms.storage import fsutil, layout
 
@@ -37,13 +38,70 @@ def _feature_lines(m: dict) -> list[str]:
     """Every feature: the ones the writer always sets once as FixedLen scalars;
     label-table extras as VarLen (an empty cell is an empty list)."""
     roles = set(m.get("feature_roles", {}).values())
+    repeated = _repeated(m)
     lines = []
     for key, kind in m["features"].items():
-        if key in roles:
+        if key in repeated:
+            lines.append(f"    {key!r}: tf.io.VarLenFeature({_TF_TYPES[kind]}),  # one value per object")
+        elif key in roles:
             lines.append(f"    {key!r}: tf.io.FixedLenFeature([], {_TF_TYPES[kind]}),")
         else:
             lines.append(f"    {key!r}: tf.io.VarLenFeature({_TF_TYPES[kind]}),  # a label table column")
     return lines
+
+
+_REPEATED_ROLES = frozenset(f.role for f in _FEATURE_TABLE if f.repeated)
+
+
+def _repeated(m: dict) -> set:
+    """The keys (as written) holding one value per object (--annotations)."""
+    return {k for role, k in m.get("feature_roles", {}).items() if role in _REPEATED_ROLES}
+
+
+def _detection_parse(m: dict, encoded: Optional[str]) -> list:
+    """parse() of a detection output: the image, its boxes [N, 4] as (ymin, xmin, ymax, xmax)
+    normalized (the Object Detection API's order), class ids [N], and masks [N, H, W] when written."""
+    roles = m.get("feature_roles", {})
+    box = [roles.get(f"bbox_{c}") for c in ("ymin", "xmin", "ymax", "xmax")]
+    L = ["    ex = tf.io.parse_single_example(record, FEATURES)"]
+    out = []
+    if encoded:
+        L += ["    # uint8 [height, width, 3]; the boxes are normalized, so they hold after any resize",
+              f"    image = tf.io.decode_image(ex[{encoded!r}], channels=3, expand_animations=False)"]
+        out.append("image")
+    if all(box):
+        L += ["    # [N, 4] float32: ymin, xmin, ymax, xmax in [0, 1], as the Object Detection API orders them",
+              f"    boxes = tf.stack([tf.sparse.to_dense(ex[k]) for k in {box!r}], axis=-1)"]
+        out.append("boxes")
+    if roles.get("object_label"):
+        L.append(f"    classes = tf.sparse.to_dense(ex[{roles['object_label']!r}])  # [N] int64 ids of CLASS_NAMES")
+        out.append("classes")
+    if roles.get("mask"):
+        h, w = roles.get("height", "image/height"), roles.get("width", "image/width")
+        L += ["    # [N, height, width] uint8 0/1: one PNG per object (none for an image without boxes)",
+              f"    pngs = tf.sparse.to_dense(ex[{roles['mask']!r}], default_value=b'')",
+              "    masks = tf.cond(tf.size(pngs) > 0,",
+              "                    lambda: tf.map_fn(lambda p: tf.io.decode_png(p, channels=1)[:, :, 0], pngs,",
+              "                                      fn_output_signature=tf.TensorSpec([None, None], tf.uint8)),",
+              f"                    lambda: tf.zeros([0, ex[{h!r}], ex[{w!r}]], tf.uint8))"]
+        out.append("masks")
+    L.append(f"    return {', '.join(out) if out else 'ex'}")
+    return L
+
+
+def _parse_lines(encoded: Optional[str], label: Optional[str], label_what: str) -> list:
+    L = ["    ex = tf.io.parse_single_example(record, FEATURES)"]
+    returned = []
+    if encoded:
+        L += ["    # uint8 [height, width, channels]; channels=3 makes gray and RGB images alike, and",
+              "    # tf.image.resize(image, [224, 224]) makes them one size, to batch them",
+              f"    image = tf.io.decode_image(ex[{encoded!r}], expand_animations=False)"]
+        returned.append("image")
+    if label:
+        L.append(f"    label = ex[{label!r}]  # {label_what}")
+        returned.append("label")
+    L.append(f"    return {', '.join(returned) if returned else 'ex'}")
+    return L
 
 
 def _label(m: dict) -> tuple[Optional[str], str]:
@@ -102,7 +160,7 @@ def reading_code(output: str, m: dict, tfds_metadata: bool = False) -> str:
         *_feature_lines(m),
         "}",
     ]
-    if kind == LabelType.CLASS:
+    if kind in (LabelType.CLASS, LabelType.BOXES):
         L += ["# {class id: class name}, from the label map written beside the shards",
               f"with tf.io.gfile.GFile(OUT + '/{layout.LABEL_MAP}') as f:",
               "    CLASS_NAMES = {i: name for name, i in json.load(f).items()}"]
@@ -116,18 +174,11 @@ def reading_code(output: str, m: dict, tfds_metadata: bool = False) -> str:
         "",
         "",
         "def parse(record):",
-        "    ex = tf.io.parse_single_example(record, FEATURES)",
     ]
-    returned = []
-    if encoded:
-        L += ["    # uint8 [height, width, channels]; channels=3 makes gray and RGB images alike, and",
-              "    # tf.image.resize(image, [224, 224]) makes them one size, to batch them",
-              f"    image = tf.io.decode_image(ex[{encoded!r}], expand_animations=False)"]
-        returned.append("image")
-    if label:
-        L.append(f"    label = ex[{label!r}]  # {label_what}")
-        returned.append("label")
-    L.append(f"    return {', '.join(returned) if returned else 'ex'}")
+    if kind == LabelType.BOXES:
+        L += _detection_parse(m, encoded)
+    else:
+        L += _parse_lines(encoded, label, label_what)
     L += [
         "",
         "",

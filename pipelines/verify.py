@@ -6,8 +6,8 @@ manifest's shards (a stale shard would be read by a `train-*` glob); every
 record's framing and both CRCs; every Example parses with the manifest's
 feature types (tfx-bsl's Arrow decoder, in C++); every image's bytes match its
 recorded sha256; each shard's record count, byte size and CRC32C match;
-each label id is in the label map and matches its text; each split's label
-counts match the manifest's; no file is written twice (image/filename);
+each label id (and each object's, for --annotations) is in the label map
+and matches its text; each split's label counts match the manifest's; no file is written twice (image/filename);
 with --decode, every image decodes with TensorFlow to its recorded shape;
 with --index_files, each shard's index names every record's offset and
 length, and no index is stale.
@@ -122,7 +122,8 @@ def _check_batch(decoder, batch: list, name: str, checks: _Checks, report: Repor
     cols = {rb.schema.field(i).name: rb.column(i) for i in range(rb.num_columns)}
     roles = checks.roles
     col = {role: cols.get(roles.get(role)) for role in ("encoded", "sha256", "label", "text", "filename",
-                                                          "height", "width", "channels")}
+                                                          "height", "width", "channels", "object_label")}
+    box_ids = set(checks.classes.values()) if checks.kind == LabelType.BOXES else None
     counts = checks.label_counts.setdefault(checks.split, collections.Counter())
     ids = checks.ids
     for j, (index, offset, _) in enumerate(batch):
@@ -141,6 +142,10 @@ def _check_batch(decoder, batch: list, name: str, checks: _Checks, report: Repor
             if col["text"] is not None and label is not None and not _label_matches(checks, label, text):
                 shown = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
                 report.errors.append(f"{where}: label id {label} does not match its text {shown!r} in the label map")
+        if box_ids is not None and col["object_label"] is not None:  # --annotations: each object's class
+            unknown = sorted({i for i in (col["object_label"][j].as_py() or []) if i not in box_ids})
+            if unknown:
+                report.errors.append(f"{where}: object class ids {unknown[:5]} are not in the manifest's label map")
         filename = _first(col["filename"], j)
         if filename is not None:
             key = int.from_bytes(hashlib.blake2b(filename, digest_size=8).digest(), "big")

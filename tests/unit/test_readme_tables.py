@@ -1,6 +1,7 @@
 """The README's two vocabularies match the code's: the table of what each
 Example holds is the feature table (transforms/core/features.py), row for row,
-and the table of bad records lists every reject reason (Reason), in order.
+and the tables of bad records list every reject reason (Reason) and box reason
+(BoxReason), in order.
 A feature or reason added to the code and not to the README (or the reverse)
 fails here."""
 from __future__ import annotations
@@ -10,6 +11,7 @@ import re
 
 from conftest import ROOT
 from tfrecord_pipelines.transforms.core.features import FEATURES
+from tfrecord_pipelines.transforms.core.annotations import BoxReason
 from tfrecord_pipelines.transforms.core.records import Reason
 
 EXTRA_ROW = ["extra table columns", "int64, float or bytes", "inferred from all values"]
@@ -34,6 +36,12 @@ def test_readme_reasons_table_lists_every_reason_in_order():
     got = [row[0] for row in _table("reasons-table")]
     assert got == [f"`{r.value}`" for r in Reason]
     assert all(row[1] for row in _table("reasons-table")), "every reason needs its meaning"
+
+
+def test_readme_box_reasons_table_lists_every_box_reason_in_order():
+    rows = _table("box-reasons-table")
+    assert [row[0] for row in rows] == [f"`{r.value}`" for r in BoxReason]
+    assert all(row[1] for row in rows)
 
 
 def test_the_table_check_sees_a_missing_row(monkeypatch):

@@ -27,9 +27,12 @@ class Feature(NamedTuple):
     doc: str                               # the README's "value" column
     labels: Optional[tuple] = None         # the label kinds that carry it; None: every record
     resized_only: bool = False             # carried only when --resize_* is on
+    repeated: bool = False                 # `value` gives a list (one value per object), not one value
+    masks_only: bool = False               # carried only with --masks png
 
 
 _CLASSES = (LabelType.CLASS, LabelType.INT)
+_BOXES = (LabelType.BOXES,)
 
 
 def _text(s: str) -> bytes:
@@ -65,17 +68,52 @@ FEATURES = (
             "with `--resize_*` only: the input file's width, likewise", resized_only=True),
     Feature("original_sha256", "image/original/sha256", BYTES, lambda r, d, h: (r.orig_sha256 or h).encode(),
             "with `--resize_*` only: hex sha256 of the input file's bytes", resized_only=True),
+    # Object detection (--annotations): the TF Object Detection API's and Model Garden's keys, one
+    # value per object; `Rec.annotation` is the shard writer's boxes.Written by then.
+    Feature("source_id", "image/source_id", BYTES, lambda r, d, h: _text(r.annotation.source_id),
+            "detection: COCO's image id; for VOC and YOLO the file name's number, else a number from the path",
+            _BOXES),
+    Feature("bbox_xmin", "image/object/bbox/xmin", FLOAT, lambda r, d, h: r.annotation.xmin,
+            "detection: each box's left edge, normalized to [0, 1] of the width", _BOXES, repeated=True),
+    Feature("bbox_ymin", "image/object/bbox/ymin", FLOAT, lambda r, d, h: r.annotation.ymin,
+            "detection: top edge, normalized to the height", _BOXES, repeated=True),
+    Feature("bbox_xmax", "image/object/bbox/xmax", FLOAT, lambda r, d, h: r.annotation.xmax,
+            "detection: right edge", _BOXES, repeated=True),
+    Feature("bbox_ymax", "image/object/bbox/ymax", FLOAT, lambda r, d, h: r.annotation.ymax,
+            "detection: bottom edge", _BOXES, repeated=True),
+    Feature("object_label", "image/object/class/label", INT64, lambda r, d, h: r.annotation.label,
+            "detection: each object's class id (`label_map.json`)", _BOXES, repeated=True),
+    Feature("object_text", "image/object/class/text", BYTES, lambda r, d, h: r.annotation.text,
+            "detection: each object's class name", _BOXES, repeated=True),
+    Feature("is_crowd", "image/object/is_crowd", INT64, lambda r, d, h: r.annotation.is_crowd,
+            "detection: 1 for a COCO crowd region, else 0", _BOXES, repeated=True),
+    Feature("area", "image/object/area", FLOAT, lambda r, d, h: r.annotation.area,
+            "detection: COCO's segment area (else the box's), in pixels of the stored image", _BOXES,
+            repeated=True),
+    Feature("difficult", "image/object/difficult", INT64, lambda r, d, h: r.annotation.difficult,
+            "detection: VOC's difficult flag (else 0)", _BOXES, repeated=True),
+    Feature("truncated", "image/object/truncated", INT64, lambda r, d, h: r.annotation.truncated,
+            "detection: VOC's truncated flag (else 0)", _BOXES, repeated=True),
+    Feature("mask", "image/object/mask", BYTES, lambda r, d, h: r.annotation.masks,
+            "with `--masks png` only: each object's mask, a PNG of the stored image's size (0 and 1)", _BOXES,
+            repeated=True, masks_only=True),
 )
 
 DEFAULT_KEYS = {f.role: f.key for f in FEATURES}   # role -> default key
 
 
 @functools.lru_cache(maxsize=None)
-def features_for(label_kind, resized: bool = False) -> tuple:
+def features_for(label_kind, resized: bool = False, masks: bool = False) -> tuple:
     """The rows every record carries for this label kind (LabelType or its
-    value); `resized`: the run resizes (--resize_*)."""
+    value); `resized`: the run resizes (--resize_*); `masks`: --masks png."""
     kind = LabelType(label_kind)
-    return tuple(f for f in FEATURES if (f.labels is None or kind in f.labels) and (resized or not f.resized_only))
+    return tuple(f for f in FEATURES if (f.labels is None or kind in f.labels) and (resized or not f.resized_only)
+                 and (masks or not f.masks_only))
+
+
+def repeated_keys() -> frozenset:
+    """The default keys holding one value per object (a VarLen feature to read)."""
+    return frozenset(f.key for f in FEATURES if f.repeated)
 
 
 def _renamed(d: dict, keys: dict) -> dict:
@@ -87,10 +125,11 @@ def _renamed(d: dict, keys: dict) -> dict:
 
 
 def example_features(rec: Rec, data: bytes, sha256_hex: str, label_kind, keys: dict,
-                     resized: bool = False) -> dict:
+                     resized: bool = False, masks: bool = False) -> dict:
     """{key: (kind, values)} of one record's Example, keyed by the (possibly
     renamed) feature keys; then the table's extra columns."""
-    f = {ft.key: (ft.kind, [ft.value(rec, data, sha256_hex)]) for ft in features_for(label_kind, resized)}
+    f = {ft.key: (ft.kind, list(ft.value(rec, data, sha256_hex)) if ft.repeated else [ft.value(rec, data, sha256_hex)])
+         for ft in features_for(label_kind, resized, masks)}
     for col, kind, values in rec.features:
         f[col] = (kind, values)
     return _renamed(f, keys)
@@ -105,16 +144,19 @@ class ExampleEncoder:
     CACHED = 4096  # distinct values a row keeps; a row with more (filenames) stops caching
     SMALL = 48     # bytes values longer than this are not cached (hashes, image bytes)
 
-    def __init__(self, label_kind, keys: dict, resized: bool = False):
-        self._kind, self._keys, self._resized = label_kind, keys, resized
-        rows = [(keys.get(ft.key, ft.key), ft) for ft in features_for(label_kind, resized)]
-        self._rows = [(key, ft.kind, ft.value, {}) for key, ft in rows if key]
+    def __init__(self, label_kind, keys: dict, resized: bool = False, masks: bool = False):
+        self._kind, self._keys, self._resized, self._masks = label_kind, keys, resized, masks
+        rows = [(keys.get(ft.key, ft.key), ft) for ft in features_for(label_kind, resized, masks)]
+        # A repeated row (one value per object) is never cached: None in the cache's place.
+        self._rows = [(key, ft.kind, ft.value, None if ft.repeated else {}) for key, ft in rows if key]
+        self._repeated = {key for key, ft in rows if ft.repeated}
         self._rows.sort(key=lambda row: row[0].encode("utf-8"))
 
     def encode(self, rec: Rec, data: bytes, sha256_hex: str) -> tuple[list, int]:
         """(chunks, length) of the record's Example."""
         if rec.features:  # a table's extra columns: merged in key order (and renamed) the general way
-            return encode_example(example_features(rec, data, sha256_hex, self._kind, self._keys, self._resized))
+            return encode_example(example_features(rec, data, sha256_hex, self._kind, self._keys, self._resized,
+                                                   self._masks))
         pieces: list = []
         total = 0
         for key, kind, value, cache in self._rows:
@@ -122,7 +164,10 @@ class ExampleEncoder:
             cached = cache is not None and (kind != BYTES or len(v) <= self.SMALL)
             got = cache.get(v) if cached else None
             if got is None:
-                got = bytes_entry(key, v) if kind == BYTES else entry(key, kind, (v,))
+                if key in self._repeated:
+                    got = entry(key, kind, v)
+                else:
+                    got = bytes_entry(key, v) if kind == BYTES else entry(key, kind, (v,))
                 if cached:
                     cache[v] = got
                     if len(cache) >= self.CACHED:  # values that do not repeat: caching them costs
@@ -132,9 +177,9 @@ class ExampleEncoder:
         return assemble(pieces, total)
 
 
-def feature_schema(label_kind, extra_kinds: tuple, keys: dict, resized: bool = False) -> dict:
+def feature_schema(label_kind, extra_kinds: tuple, keys: dict, resized: bool = False, masks: bool = False) -> dict:
     """{feature key: kind} of every Example written, after renaming, sorted."""
-    schema = {f.key: f.kind for f in features_for(label_kind, resized)}
+    schema = {f.key: f.kind for f in features_for(label_kind, resized, masks)}
     schema.update(dict(extra_kinds))
     return dict(sorted(_renamed(schema, keys).items()))
 

@@ -20,6 +20,10 @@ def shard_options(described: dict) -> dict:
     go, how fast files are read, or when a run gives up on its rejects), from
     the settings as the manifest records them (ConvertConfig.describe())."""
     d = json.loads(json.dumps(described))  # a copy
+    if d.get("detection") is None:
+        d.pop("detection", None)  # runs without annotations fingerprint as before
+    else:
+        d["detection"].pop("found", None)  # where the annotations were found, not what they hold
     out = d.pop("output")
     d["feature_keys"] = out["feature_keys"]
     d["inputs"].pop("fingerprint_root", None)

@@ -39,6 +39,12 @@ class Reason(str, enum.Enum):
     TOO_COMPLEX = "too_complex"                # costs far more to decode than any real image (scans, metadata)
     BAD_ROW = "bad_row"                        # a label table row that cannot be read (encoding, JSON, size caps)
     DUPLICATE_CONTENT = "duplicate_content"    # the same bytes as another file kept (--duplicates reject)
+    MISSING_IMAGE = "missing_image"            # an annotation naming an image file that does not exist
+    BAD_ANNOTATION = "bad_annotation"          # an image's annotation cannot be read (XML, text, COCO entry)
+    SIZE_MISMATCH = "size_mismatch"            # the image's real size is not the annotation's width and height
+    EXIF_ROTATED = "exif_rotated"              # the annotation's size is the image's turned by its EXIF orientation
+    BAD_BOX = "bad_box"                        # --bad_boxes reject_image: the image has a box that does not fit it
+    NO_BOXES = "no_boxes"                      # --images_without_boxes drop: no box left to write
 
 
 class Batch(list):
@@ -110,6 +116,7 @@ class Rec(NamedTuple):
     orig_sha256: str = ""             # hex sha256 of the input file's bytes (set with --resize_*)
     stamp: tuple = ()                 # the file's identity as listed (transforms/core/provenance.py); (): unknown
     prev: tuple = ()                  # where the previous version holds this record (provenance.py); (): read it
+    annotation: tuple = ()            # object annotations (transforms/core/annotations): () for other inputs
 
 
 class Reject(NamedTuple):

@@ -37,6 +37,7 @@ from tfrecord_pipelines.transforms.core import images, quality, svg_charts
 from tfrecord_pipelines.transforms.core.units import human_bytes, plural
 
 THUMB_PX = 112               # a thumbnail's longer side
+THUMB_BOXES_PX = 224         # a thumbnail with its boxes drawn (--annotations): boxes need room
 MAX_THUMB_SOURCE_PIXELS = 50_000_000   # larger images get no thumbnail (decompression bombs)
 MAX_THUMB_SCAN_PIXELS = 200_000_000    # progressive scans x pixels: 20 scans of 10 MP (encoders write ~10)
 MAX_CLASS_BARS = 40          # more classes: one count curve per split instead of labelled bars
@@ -92,14 +93,14 @@ class _Stoppable(io.BytesIO):
         return super().read(size)
 
 
-def thumbnail(data: bytes, px: int = THUMB_PX, stop=None) -> bytes:
+def thumbnail(data: bytes, px: int = THUMB_PX, stop=None, boxes: Optional[list] = None) -> bytes:
     """A JPEG thumbnail (longer side px) of an image as stored, not rotated
     by EXIF (TensorFlow decodes it unrotated too); b"" if it does not decode
     or claims too many pixels, or would cost far more to decode than any real
     photo (images.decode_cost_problem: a JPEG of thousands of progressive
     scans took 45 s): each decode's work is bounded before it starts, and
     `stop` (a callable: true when it is time to give up) ends it between
-    reads."""
+    reads. `boxes`: [(xmin, ymin, xmax, ymax)] normalized, drawn on it."""
     if images.decode_cost_problem(data, MAX_THUMB_SCAN_PIXELS):
         return b""
     try:
@@ -123,9 +124,20 @@ def thumbnail(data: bytes, px: int = THUMB_PX, stop=None) -> bytes:
     elif small.mode in ("I;16", "I;16B", "I", "F"):
         small = ImageOps.autocontrast(small.convert("F").convert("L"))
     small = small.convert("RGB")
+    if boxes:
+        _draw_boxes(small, boxes)
     buf = io.BytesIO()
     small.save(buf, "JPEG", quality=82)
     return buf.getvalue()
+
+
+def _draw_boxes(im: Image.Image, boxes: list) -> None:
+    from PIL import ImageDraw
+    draw = ImageDraw.Draw(im)
+    w, h = im.size
+    for i, (x0, y0, x1, y1) in enumerate(boxes):
+        draw.rectangle([x0 * w, y0 * h, max(x0 * w, x1 * w - 1), max(y0 * h, y1 * h - 1)],
+                       outline=_COLORS[i % 6], width=2)
 
 
 # ---- charts ------------------------------------------------------------------------------------------------------
@@ -343,6 +355,8 @@ def _summary(m: dict, check: bool) -> str:
     kind = lm.get("kind", "")
     if kind in ("class", "int"):
         parts.append(f"labels: {len(obj(lm.get('classes'))):,} classes ({_e(kind)})")
+    elif kind == "boxes":
+        parts.append(f"objects of {len(obj(lm.get('classes'))):,} classes (boxes; see Boxes)")
     elif kind == "float":
         parts.append("labels: float regression targets")
     elif kind:
@@ -375,6 +389,8 @@ def _option_rows(m: dict) -> list:
 
 
 def _balance(m: dict) -> str:
+    if isinstance(m.get("detection"), dict):
+        return "<p>Classes are given per object: boxes per class are under Boxes.</p>"
     per_split = _per_split(m)
     classes = _classes(m, per_split)
     if not classes:
@@ -398,7 +414,8 @@ def _contact_sheet(samples: list, classes: list, kind: str = "") -> str:
     for label in order:
         cells = "".join(f'<figure>{_img(s.thumb, s.path)}<figcaption>{_e(_short(s.path.rsplit("/", 1)[-1], 24))}'
                         f"<br><small>{_e(s.split)}</small></figcaption></figure>" for s in by_label[label])
-        name = _e(label) if label else "regression targets" if kind == "float" else "(unlabelled)"
+        name = _e(label) if label else "regression targets" if kind == "float" else \
+            "with their boxes" if kind == "boxes" else "(unlabelled)"
         rows.append(f'<div class="sheetrow"><div class="cls">{name}</div>{cells}</div>')
     return "".join(rows)
 
@@ -466,6 +483,47 @@ def _duplicates(m: dict, thumbs: dict) -> str:
     return "".join(out) or "<p>No duplicate figures.</p>"
 
 
+def _detection(m: dict) -> str:
+    """--annotations: boxes by outcome (they reconcile), per class, per image and by size."""
+    d = m.get("detection")
+    if not isinstance(d, dict):
+        return ""
+    b = obj(d.get("boxes"))
+    dropped = obj(b.get("dropped"))
+    rows = [["listed", _n(b.get("listed", 0))], ["written", _n(b.get("written", 0))],
+            ["of which clipped to the image", _n(b.get("clipped", 0))]]
+    rows += [[f"dropped: <code>{_e(r)}</code>", _n(n)] for r, n in sorted(dropped.items())[:MAX_BARS]]
+    rows.append(["in rejected images", _n(b.get("in_rejected_images", 0))])
+    if "in_images_not_selected" in b:
+        rows.append(["in images not selected", _n(b["in_images_not_selected"])])
+    images = obj(d.get("images"))
+    out = [f"<p>Images written with boxes: <b>{_n(images.get('with_boxes', 0))}</b>, without: "
+           f"<b>{_n(images.get('without_boxes', 0))}</b>. The thumbnails above show each record's boxes.</p>",
+           _table(["boxes", "count"], rows, "num")]
+    per_class = {str(k): _count(v) for k, v in obj(d.get("per_class")).items()}
+    if per_class:
+        names = sorted(per_class, key=lambda n: -per_class[n])[:MAX_CLASS_BARS]
+        title = "boxes per class" + (f" (the {len(names)} commonest of {len(per_class):,})"
+                                     if len(per_class) > len(names) else "")
+        out.append(_chart(bars_chart(title, names, [per_class[n] for n in names], "boxes"), "boxes per class"))
+    hists = [(title, items(obj(d.get(key)).get("bins")), numbers(obj(d.get(key)).get("counts")))
+             for title, key in (("boxes per image", "per_image"),
+                                ("box size (\u221aarea, px of the image as annotated)", "box_sizes"))]
+    if any(c for _, _, c in hists):
+        out.append(_chart(_hist_chart(hists), "boxes per image and box sizes"))
+    return "".join(out)
+
+
+def _hist_chart(hists: list) -> str:
+    """Histograms side by side, from (title, bin labels, counts)."""
+    panels = []
+    for title, bins, counts in hists:
+        if len(bins) != len(counts) or not counts or len(counts) > MAX_BINS:
+            bins, counts = [], []
+        panels.append((title, [_tick(x) for x in bins], counts, _COLORS[0]))
+    return _svg_uri(svg_charts.histograms(panels, 12.0 * DPI, 3.2 * DPI))
+
+
 def _sizes(m: dict, sampled: list) -> str:
     sizes = obj(obj(m.get("quality")).get("sizes"))
     counts = numbers(obj(sizes.get("width")).get("counts"))
@@ -523,6 +581,7 @@ def build_html(m: dict, inputs: Optional[ReportInputs] = None, *, check: bool = 
              if warnings else '<div class="ok">No warnings.</div>'),
             "<h2>Class balance</h2>", _balance(m),
             "<h2>Samples</h2>", _contact_sheet(inputs.samples, classes, obj(m.get("label_map")).get("kind", "")),
+            *(["<h2>Boxes</h2>", _detection(m)] if isinstance(m.get("detection"), dict) else []),
             "<h2>Rejects</h2>", _rejects(m, inputs.rejects, check, rejects_file),
             "<h2>Duplicates and near duplicates</h2>", _duplicates(m, inputs.thumbs),
             "<h2>Image sizes</h2>", _sizes(m, inputs.sampled_sizes)]

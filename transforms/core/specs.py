@@ -27,6 +27,7 @@ class InputKind(str, enum.Enum):
     FOLDER = "folder"
     TABLE = "table"
     ROWS = "rows"      # a PCollection of rows in a user's own pipeline (tfrecord_pipelines.ToRecords)
+    ANNOTATIONS = "annotations"  # object annotations (COCO, Pascal VOC, YOLO) and their images
 
 
 class LabelSource(str, enum.Enum):
@@ -42,6 +43,7 @@ class LabelType(str, enum.Enum):
     INT = "int"      # integer class ids, kept as they are
     FLOAT = "float"  # regression targets
     NONE = "none"    # unlabelled (a label map's kind, never a --label_type)
+    BOXES = "boxes"  # object detection: ids of the annotations' categories (a label map's kind, never a --label_type)
 
 
 class SplitSource(str, enum.Enum):
@@ -204,3 +206,30 @@ class PublishSpec:
     @property
     def job_ends_run(self) -> bool:
         return self.output.job_ends_run
+
+
+class AnnotationFormat(str, enum.Enum):
+    COCO = "coco"  # one JSON document: images, annotations, categories
+    VOC = "voc"    # Pascal VOC: one XML file per image
+    YOLO = "yolo"  # one text file per image: class index and normalized cx cy w h per line
+
+
+class BadBoxes(str, enum.Enum):
+    """What a box that does not fit its image becomes (transforms/core/annotations/boxes.py)."""
+    CLIP = "clip"                  # past the edge: clipped; empty, not finite, unknown category: dropped
+    DROP = "drop"                  # any bad box is dropped (counted by reason)
+    REJECT_IMAGE = "reject_image"  # any bad box rejects its image (bad_box)
+
+
+@dataclasses.dataclass(frozen=True)
+class DetectionSpec:
+    """Object annotations: where they are and how boxes are checked (--annotations and its group)."""
+    fmt: AnnotationFormat
+    sources: tuple = ()            # ((split or "", annotation file or folder, image folder), ...)
+    names: tuple = ()              # YOLO: class names by index (classes.txt or the data YAML)
+    masks: bool = False            # image/object/mask: a PNG per object (--masks png)
+    bad_boxes: BadBoxes = BadBoxes.CLIP
+    keep_empty: bool = True        # an image without boxes is written (a negative); else rejected (no_boxes)
+    contiguous_ids: bool = False   # --category_ids contiguous: 1..N in the source's order, not its own ids
+    max_annotation_bytes: int = 64 << 20   # a per-image annotation file (VOC XML, YOLO text) larger is refused
+    found: str = ""                # what --annotations was found to be, as the run says it

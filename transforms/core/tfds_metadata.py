@@ -49,9 +49,51 @@ def _tensor(kind: str, shape: list, cls: str) -> dict:
     return {"pythonClassName": _PKG + cls, "tensor": {"dtype": _DTYPES[kind], "encoding": "none", "shape": dims}}
 
 
+# Detection (--annotations): one value per object; inside a Sequence, each is one object's value.
+_OBJECT_ROLES = frozenset({"bbox_xmin", "bbox_ymin", "bbox_xmax", "bbox_ymax", "object_label", "object_text",
+                           "is_crowd", "area", "difficult", "truncated", "mask"})
+
+
+def _object_connector(kind: str, role: str) -> dict:
+    """One object's value inside the Sequence of objects."""
+    if role == "object_text":
+        return {"pythonClassName": _PKG + "text_feature.Text", "text": {}}
+    if role == "mask":
+        return {"pythonClassName": _PKG + "image_feature.Image",
+                "image": {"dtype": "uint8", "encodingFormat": "png", "shape": {"dimensions": ["-1", "-1", "1"]}}}
+    return _tensor(kind, [], "tensor_feature.Tensor")
+
+
+def _objects(manifest: dict, roles: dict) -> tuple:
+    """(folder, {key: connector}) when the per-object keys are exactly the keys
+    of one folder ("image/object"): a TFDS Sequence of objects there, each
+    with its box, class and flags; else (None, {}) and each is a list."""
+    keys = [k for k in manifest["features"] if roles.get(k) in _OBJECT_ROLES]
+    folders = {k.rsplit("/", 1)[0] if "/" in k else "" for k in keys}
+    parent = min(folders, key=len) if folders else ""
+    if not keys or not parent or any(not k.startswith(parent + "/") for k in keys) or any(
+            k.startswith(parent + "/") and k not in keys for k in manifest["features"]):
+        return None, {}
+    return parent, {k[len(parent) + 1:]: _object_connector(manifest["features"][k], roles[k]) for k in keys}
+
+
+def _sequence(objects: dict) -> dict:
+    tree: dict = {}
+    for key, connector in objects.items():
+        *parents, leaf = key.split("/")
+        node = tree
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = connector
+    return {"pythonClassName": _PKG + "sequence_feature.Sequence",
+            "sequence": {"feature": _features_dict(tree), "length": "-1"}}
+
+
 def _connector(key: str, kind: str, roles: dict, label_names: Optional[list]) -> dict:
     """The TFDS feature connector of one Example feature."""
     role = roles.get(key)
+    if role in _OBJECT_ROLES:  # not under one folder: a list
+        return _tensor(kind, [-1], "tensor_feature.Tensor")
     if role == "encoded":
         return {"pythonClassName": _PKG + "image_feature.Image",
                 "image": {"dtype": "uint8", "shape": {"dimensions": ["-1", "-1", "3"]}}}
@@ -145,7 +187,12 @@ def metadata_files(manifest: dict, description: str = "") -> dict:
         return {}
     roles = {key: role for role, key in manifest.get("feature_roles", {}).items()}
     names = _label_names(manifest)
-    tree = {key: _connector(key, kind, roles, names) for key, kind in manifest["features"].items()}
+    # Every Example key a top-level feature (supervised keys name them), but
+    # the per-object keys of one folder: one Sequence of objects under it.
+    parent, objects = _objects(manifest, roles)
+    tree: dict = {parent: _sequence(objects)} if parent else {}
+    tree.update((key, _connector(key, kind, roles, names)) for key, kind in manifest["features"].items()
+                if not (parent and key.startswith(parent + "/")))
     splits = [{"filepathTemplate": FILENAME_TEMPLATE, "name": split, "numBytes": str(s["bytes"]),
                "shardLengths": [str(e["records"]) for e in s["shards"]]}
               for split, s in manifest["splits"].items()]

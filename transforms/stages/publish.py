@@ -38,6 +38,8 @@ from typing import Iterable, NamedTuple
 import apache_beam as beam
 
 from tfrecord_pipelines.transforms.core import fingerprint, provenance, publishable, resize, tfds_metadata
+from tfrecord_pipelines.transforms.core.annotations import boxes
+from tfrecord_pipelines.transforms.core.annotations.categories import label_map_pbtxt
 from tfrecord_pipelines.transforms.core.errors import ConversionError
 from tfrecord_pipelines.transforms.core.features import feature_roles, feature_schema, tfmd_schema
 from tfrecord_pipelines.transforms.core.records import ShardResult
@@ -96,7 +98,8 @@ def build_manifest(spec: PublishSpec, got: RunResults, shards: dict) -> dict:
             "shards": [_shard_entry(s) for s in ss],
         }
     by_reason = rejects.by_reason
-    schema = feature_schema(label_map.kind, label_map.extra_kinds, keys, resize.enabled_in(spec.options))
+    schema = feature_schema(label_map.kind, label_map.extra_kinds, keys, resize.enabled_in(spec.options),
+                            boxes.masks_in(spec.options))
     manifest = {
         "format": layout.MANIFEST_FORMAT,
         "tool_version": spec.tool_version,
@@ -120,6 +123,8 @@ def build_manifest(spec: PublishSpec, got: RunResults, shards: dict) -> dict:
         "fingerprint": {"run": fingerprint.recorded(got.fingerprint), "options": spec.options_fingerprint},
         "quality": got.quality,
     }
+    if spec.options.get("detection"):  # --annotations: boxes by outcome, class, count and size
+        manifest["detection"] = boxes.section(stats, label_map.as_dict(), not_selected)
     tfds_files = tfds_metadata.metadata_files(manifest, "")
     manifest["tfds"] = ({"metadata": sorted(tfds_files)} if tfds_files
                         else {"metadata": [], "why_not": tfds_metadata.unsupported(manifest)})
@@ -365,6 +370,8 @@ def _companions(got: RunResults, manifest: dict) -> dict:
     files = {layout.REJECTS: got.rejects.jsonl(), layout.LABEL_MAP: label_map_json(got.label_map),
              layout.SCHEMA: schema_pbtxt(manifest["features"])}
     files.update(tfds_metadata.metadata_files(manifest, f"Converted by tfrecord-pipelines {manifest['tool_version']}"))
+    if "detection" in manifest:  # the Object Detection API's label map
+        files[layout.LABEL_MAP_PBTXT] = label_map_pbtxt(got.label_map)
     return files
 
 

@@ -52,10 +52,11 @@ import google_crc32c
 from tfrecord_pipelines.transforms.core.features import ExampleEncoder
 from tfrecord_pipelines.transforms.core import fingerprint as fp
 from tfrecord_pipelines.transforms.core import provenance, quality
+from tfrecord_pipelines.transforms.core.annotations.boxes import write_objects
 from tfrecord_pipelines.transforms.core.images import BadImage, ImagePolicy, configure_pillow, reencode_image, validate_record
 from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec, Reject, ShardResult, fingerprint, reject
 from tfrecord_pipelines.transforms.core.sharding import shard_name
-from tfrecord_pipelines.transforms.core.specs import QUALITY, REJECTS, OutputFormat, ReadPolicy
+from tfrecord_pipelines.transforms.core.specs import QUALITY, REJECTS, STATS, OutputFormat, ReadPolicy
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, crc32c_text
 from tfrecord_pipelines.transforms.storage import fsutil, layout, previous, reads, resume, spill
 from tfrecord_pipelines.transforms.storage.array_record_io import shard_writer
@@ -141,8 +142,9 @@ class _WriteShardFn(beam.DoFn):
     def __init__(self, staging: str, compression: Compression, policy: ImagePolicy,
                  keys: dict, validate: bool, progress_dir: str = "", index_files: bool = False,
                  output_format: OutputFormat = OutputFormat.TFRECORD, quality_rows: bool = False,
-                 reuse: Reuse = Reuse()):
+                 reuse: Reuse = Reuse(), detection=None):
         self._staging = staging
+        self._detection = detection  # DetectionSpec (--annotations): boxes checked and written here
         self._quality_rows = quality_rows
         self._index_files = index_files
         self._output_format = output_format
@@ -171,6 +173,7 @@ class _WriteShardFn(beam.DoFn):
         self._pool = None
         self._encoders: dict = {}  # label kind -> ExampleEncoder (the kind comes with the label map)
         self._done = None  # the resume area's done-records, when first needed
+        self._lookup_for, self._lookup = None, {}
 
     def _where(self, fingerprint: str) -> str:
         r = self._reuse
@@ -215,6 +218,9 @@ class _WriteShardFn(beam.DoFn):
         policy = self._policy
         in_flight = reads.in_flight(policy.reads, recs[0].path) if recs else 1
         encoder = self._encoder(label_map.kind)
+        box_stats = collections.Counter()  # --annotations: boxes by outcome (the manifest's detection section)
+        if self._detection is not None and self._lookup_for is not label_map:
+            self._lookup, self._lookup_for = label_map.as_dict(), label_map
         if self._pool is None and recs:
             self._pool = make_pool(policy.reads, recs[0].path)
         units = provenance.plan_units(recs)
@@ -239,6 +245,14 @@ class _WriteShardFn(beam.DoFn):
                         crc, hash_src = rec.prev[4], None
                     else:
                         rec, data, sha, hash_src = item
+                        if self._detection is not None and rec.annotation:  # transforms/core/annotations/boxes.py
+                            boxed = write_objects(rec, data, self._lookup, self._detection, policy.apply_orientation,
+                                                  box_stats)
+                            if not isinstance(boxed, Rec):
+                                rejects.append(reject(rec, *boxed))
+                                self._validated.add(0, 0, 1)
+                                continue
+                            rec = boxed
                         self._validated.add(1, rec.size)
                         chunks, length = encoder.encode(rec, data, sha)
                         crc = writer.write(chunks, length)
@@ -282,6 +296,8 @@ class _WriteShardFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(REJECTS, rejects)
         if rows:
             yield beam.pvalue.TaggedOutput(QUALITY, rows)
+        for counted, n in sorted(box_stats.items()):
+            yield beam.pvalue.TaggedOutput(STATS, (counted, n))
         yield result
 
     def _side_file(self, where: str, name: str, data: bytes) -> tuple:
@@ -327,7 +343,8 @@ class _WriteShardFn(beam.DoFn):
 
     def _encoder(self, label_kind) -> ExampleEncoder:
         if self._encoders.get(label_kind) is None:
-            self._encoders[label_kind] = ExampleEncoder(label_kind, self._keys, self._policy.resize.enabled)
+            self._encoders[label_kind] = ExampleEncoder(label_kind, self._keys, self._policy.resize.enabled,
+                                                        self._detection is not None and self._detection.masks)
         return self._encoders[label_kind]
 
     def teardown(self):
@@ -343,9 +360,10 @@ class WriteShards(beam.PTransform):
     def __init__(self, staging: str, compression: Compression, policy: ImagePolicy,
                  keys: dict, label_map, progress_dir: str = "", validate: bool = False,
                  index_files: bool = False, output_format: OutputFormat = OutputFormat.TFRECORD,
-                 quality_rows: bool = False, fingerprint=None, reuse: Reuse = Reuse()):
+                 quality_rows: bool = False, fingerprint=None, reuse: Reuse = Reuse(), detection=None):
         super().__init__()
         self._quality_rows = quality_rows
+        self._detection = detection
         self._args = (staging, compression, policy, keys, validate)
         self._index_files = index_files
         self._output_format = output_format
@@ -361,5 +379,5 @@ class WriteShards(beam.PTransform):
             sides.append(beam.pvalue.AsSingleton(self._fingerprint))
         return shard_inputs | "Write" >> beam.ParDo(
             _WriteShardFn(staging, compression, policy, keys, validate, self._progress_dir, self._index_files,
-                          self._output_format, self._quality_rows, self._reuse),
-            *sides).with_outputs(REJECTS, QUALITY, main="shards")
+                          self._output_format, self._quality_rows, self._reuse, self._detection),
+            *sides).with_outputs(REJECTS, QUALITY, STATS, main="shards")

@@ -13,6 +13,7 @@ from tfrecord_pipelines.transforms.storage import fsutil, untrusted
 MANIFEST = "manifest.json"        # written last, create-only: the output is complete
 REJECTS = "rejects.jsonl"         # one JSON object per rejected record
 LABEL_MAP = "label_map.json"      # {"name": id}; usable as --label_map for the next run
+LABEL_MAP_PBTXT = "label_map.pbtxt"  # --annotations: the classes in the Object Detection API's format
 SCHEMA = "schema.pbtxt"           # the features as a TFX Schema (tensorflow_metadata)
 # TFDS metadata (transforms/core/tfds_metadata.py)
 from tfrecord_pipelines.transforms.core.tfds_metadata import DATASET_INFO as TFDS_DATASET_INFO  # noqa: E402

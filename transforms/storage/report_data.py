@@ -26,12 +26,14 @@ import concurrent.futures
 import itertools
 import json
 import logging
+import math
 import time
 from typing import Iterable, Optional
 
 from tfrecord_pipelines.transforms.core import example_decode, report_html
 from tfrecord_pipelines.transforms.core.records import Reason
-from tfrecord_pipelines.transforms.core.report_html import THUMB_PX, ReportInputs, Sample, ShownReject, thumbnail
+from tfrecord_pipelines.transforms.core.report_html import (THUMB_BOXES_PX, THUMB_PX, ReportInputs, Sample,
+                                                            ShownReject, thumbnail)
 from tfrecord_pipelines.transforms.core.specs import OutputFormat, ReadPolicy
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, iter_records
 from tfrecord_pipelines.transforms.storage import fsutil, layout, progress, reads, untrusted
@@ -54,6 +56,8 @@ DEADLINE_SECONDS = 60.0          # after this, no more reads: the report is buil
 NO_PREVIEW = {Reason.MISSING, Reason.UNSAFE_PATH, Reason.NOT_A_FILE, Reason.TOO_LARGE, Reason.TOO_MANY_PIXELS,
               Reason.TOO_COMPLEX, Reason.BAD_ROW, Reason.AMBIGUOUS, Reason.EMPTY}
 _BATCH = 64
+BOX_ROLES = ("bbox_xmin", "bbox_ymin", "bbox_xmax", "bbox_ymax")  # --annotations: drawn on the thumbnails
+MAX_BOXES_DRAWN = 200
 THREADS = 8                      # thumbnails made at once (Pillow decodes without the GIL; bucket reads wait)
 
 log = logging.getLogger(__name__)
@@ -138,8 +142,8 @@ def _roles(m: dict) -> dict:
 def _decoder(m: dict, roles: dict):
     """records -> rows ({feature: values or None}) of the few features the
     report reads (transforms/core/example_decode.py: no TensorFlow, no tfx-bsl)."""
-    wanted = [roles[r] for r in ("encoded", "text", "label", "target", "filename", "sha256", "width", "height")
-              if r in roles]
+    wanted = [roles[r] for r in ("encoded", "text", "label", "target", "filename", "sha256", "width", "height",
+                                 *BOX_ROLES) if r in roles]
     return lambda batch: example_decode.decode_rows(batch, wanted)
 
 
@@ -242,6 +246,7 @@ def _take(row: dict, roles: dict, split: str, names: dict, classed: bool, per_la
         return
     if path in wanted and path not in inputs.thumbs:
         inputs.thumbs[path] = budget.later(thumbnail, data, THUMB_PX, budget.out_of_time)
+    boxes = _boxes(row, roles) if all(r in roles for r in BOX_ROLES) else None  # detection: drawn on the thumbnail
     if classed:
         text = _first(row, roles.get("text"))
         lid = _first(row, roles.get("label"))
@@ -252,8 +257,23 @@ def _take(row: dict, roles: dict, split: str, names: dict, classed: bool, per_la
         target = _first(row, roles.get("target"))
         caption = f"{path} (target {target:g})" if target is not None else path
     if accept(label):
+        px = THUMB_PX if boxes is None else THUMB_BOXES_PX
         per_label.setdefault(label, []).append(Sample(label, split, caption,
-                                                      budget.later(thumbnail, data, THUMB_PX, budget.out_of_time)))
+                                                      budget.later(thumbnail, data, px, budget.out_of_time, boxes)))
+
+
+def _boxes(row: dict, roles: dict) -> list:
+    """A record's boxes [(xmin, ymin, xmax, ymax)], normalized: at most
+    MAX_BOXES_DRAWN, each coordinate a finite number clamped to 0..1 (a
+    shard is not trusted to hold what the writer wrote)."""
+    cols = [row.get(roles[r]) or [] for r in BOX_ROLES]
+    out = []
+    for box in zip(*cols):
+        if len(out) >= MAX_BOXES_DRAWN:
+            break
+        if all(type(v) in (int, float) and math.isfinite(v) for v in box):  # noqa: E721
+            out.append(tuple(min(max(float(v), 0.0), 1.0) for v in box))
+    return out
 
 
 def source_path(root: str, rel: str) -> Optional[str]:

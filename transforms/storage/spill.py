@@ -176,9 +176,12 @@ class _BucketFn(Gather):
     """(key, value) pairs gathered by bucket across a bundle and spilled, one
     file per flush: only (bucket, reference) pairs cross the runner."""
 
-    def __init__(self, spill_dir: str, buckets: int, flush: int = 20000):
+    def __init__(self, spill_dir: str, buckets: int, flush: int = 20000, batched: bool = False):
         super().__init__(flush)
-        self._spill_dir, self._buckets = spill_dir, buckets
+        self._spill_dir, self._buckets, self._batched = spill_dir, buckets, batched
+
+    def items(self, element):
+        return element if self._batched else (element,)
 
     def key(self, pair):
         return bucket_of(pair[0], self._buckets)
@@ -203,14 +206,18 @@ class GroupByKey(beam.PTransform):
     of the key, and each bucket is grouped by key in memory on one worker
     (about N / buckets pairs). Without a folder it is Beam's GroupByKey."""
 
-    def __init__(self, spill_dir: str, buckets: int = 256):
+    def __init__(self, spill_dir: str, buckets: int = 256, batched: bool = False):
         super().__init__()
-        self._spill_dir, self._buckets = spill_dir, buckets
+        self._spill_dir, self._buckets, self._batched = spill_dir, buckets, batched
 
     def expand(self, pairs):
+        """`batched`: the elements are lists of pairs (one element per batch
+        crosses the runner before the grouping, not one per pair)."""
         if not self._spill_dir:
+            if self._batched:
+                pairs = pairs | "Unbatch" >> beam.FlatMap(lambda b: b)
             return pairs | "Group" >> beam.GroupByKey()
         return (pairs
-                | "Spill" >> beam.ParDo(_BucketFn(self._spill_dir, self._buckets))
+                | "Spill" >> beam.ParDo(_BucketFn(self._spill_dir, self._buckets, batched=self._batched))
                 | "GroupBuckets" >> beam.GroupByKey()
                 | "Regroup" >> beam.FlatMapTuple(_regroup))
