@@ -56,7 +56,7 @@ VARIANTS = {
     "python": (None, {}),
     "tutorial": (None, {}),
 }
-STAGES = ("ListInputs", "AssignLabels", "Split", "Fingerprint", "ValidateImages", "DropDuplicates", "PlanShards",
+STAGES = ("ListInputs", "ListAnnotations", "AssignLabels", "Split", "MatchPrevious", "Fingerprint", "ValidateImages", "DropDuplicates", "PlanShards",
           "WriteShards", "CheckQuality", "CheckReport", "AllRejects", "AllStats", "Publish")
 
 
@@ -90,7 +90,8 @@ def load_events(folder: str) -> dict:
 def stage_label(bundle: str) -> str:
     """Our top-level stage names in a fused stage's name, in order of appearance."""
     found = []
-    for m in re.finditer(r"(?:ref_AppliedPTransform_|\()([A-Za-z]+)[-/]", bundle):
+    # Stages nest (Records/AssignLabels, Dataset/PlanShards): every segment of a name counts.
+    for m in re.finditer(r"(?:ref_AppliedPTransform_|\(|[-/])([A-Za-z]+)(?=[-/])", bundle):
         name = m.group(1)
         name = next((s for s in STAGES if name.startswith(s)), None)
         if name and name not in found:
