@@ -56,8 +56,8 @@ VARIANTS = {
     "python": (None, {}),
     "tutorial": (None, {}),
 }
-STAGES = ("ListInputs", "ListAnnotations", "AssignLabels", "Split", "MatchPrevious", "Fingerprint", "ValidateImages", "DropDuplicates", "PlanShards",
-          "WriteShards", "CheckQuality", "CheckReport", "AllRejects", "AllStats", "Publish")
+STAGES = ("ListInputs", "ListAnnotations", "AssignLabels", "Split", "MatchPrevious", "Fingerprint", "ValidateImages",
+          "DropDuplicates", "PlanShards", "WriteShards", "CheckQuality", "CheckReport", "AllRejects", "AllStats", "Publish")
 
 
 def command(variant: str, train: str, out: str, extra: list) -> list:
