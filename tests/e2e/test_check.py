@@ -92,6 +92,32 @@ def test_check_fails_when_a_conversion_would_be_refused_for_its_rejects(tmp_path
     assert f["would_publish"] is False and f["counts"]["rejected"] == 2
 
 
+def test_check_fails_where_publishing_would_be_refused(tmp_path, capsys):
+    """What the publish step refuses (an empty dataset; a --versioned one that
+    fell by more than half against LATEST's version) the check refuses too,
+    with the same cause and fix, and the flags that allow it allow it here."""
+    root = str(tmp_path / "images")
+    os.makedirs(os.path.join(root, "cat"))
+    assert check("--input", root, "--output", str(tmp_path / "empty")) == 1
+    err = capsys.readouterr().err
+    assert "would be refused: no record was written" in err and "--allow_empty" in err, err
+    assert json.load(open(os.path.join(tmp_path / "empty", "check.json")))["would_publish"] is False
+    assert check("--input", root, "--output", str(tmp_path / "empty2"), "--allow_empty") == 0
+    make_tree(root, per_class=4)
+    ds = str(tmp_path / "ds")
+    assert convert("--input", root, "--output", ds, "--versioned", "--version", "v1") == 0
+    for name in ("dog", "bird"):
+        for f in os.listdir(os.path.join(root, name)):
+            os.remove(os.path.join(root, name, f))
+    capsys.readouterr()
+    assert check("--input", root, "--output", ds, "--versioned") == 1
+    err = capsys.readouterr().err
+    assert "would be refused" in err and "down 67% from 12 in version v1" in err and "--allow_shrink" in err, err
+    assert "class(es) that version v1 had and this one has not" in err, err
+    assert check("--input", root, "--output", ds, "--versioned", "--allow_shrink") == 0
+    assert open(os.path.join(ds, "LATEST")).read().strip() == "v1"  # a check never publishes
+
+
 def test_check_takes_the_lock_like_a_conversion(tmp_path, capsys):
     from tfrecord_pipelines.transforms.storage import run_lock
     root = str(tmp_path / "images")

@@ -14,14 +14,14 @@ import collections
 import datetime
 import json
 import logging
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import apache_beam as beam
 
-from tfrecord_pipelines.transforms.core import quality, report_html
+from tfrecord_pipelines.transforms.core import publishable, quality, report_html
 from tfrecord_pipelines.transforms.core.records import Batch
 from tfrecord_pipelines.transforms.core.report_html import ReportInputs, Sample
-from tfrecord_pipelines.transforms.storage import fsutil, report_data, run_lock, spill
+from tfrecord_pipelines.transforms.storage import fsutil, layout, report_data, run_lock, spill
 from tfrecord_pipelines.transforms.storage.reject_log import RejectLog
 
 CHECK_FORMAT = "tfrecord-pipelines/check/v1"
@@ -110,7 +110,8 @@ class CheckReport(beam.PTransform):
         counts = records | "Count" >> beam.Map(_count) | "Counts" >> beam.CombineGlobally(_sum_counters)
         samples = records | "Sample" >> beam.CombineGlobally(SampleCombine())
         extra = [side.AsSingleton(inputs["quality"])] if "quality" in inputs else []
-        settings = (cfg.output, cfg.describe(), cfg.max_reject_fraction, self._tool_version)
+        settings = (cfg.output, cfg.describe(), publishable.Guards(cfg.allow_empty, cfg.allow_shrink,
+                                                                    cfg.max_reject_fraction), self._tool_version)
         return (records.pipeline
                 | "Once" >> beam.Create([None])
                 | "WriteCheck" >> beam.Map(
@@ -152,6 +153,37 @@ def check_figures(out, options: dict, tool_version: str, rejects: RejectLog, sta
     return figures
 
 
+class _Counted(NamedTuple):
+    """A split's valid records as run_facts reads a shard's (records, label_counts)."""
+    records: int
+    label_counts: tuple
+
+
+def check_facts(options: dict, label_map, counts: dict, stats: dict, rejects: RejectLog,
+                previous: Optional[publishable.Previous]) -> publishable.RunFacts:
+    """publishable.run_facts of a check: the valid records stand for those a
+    conversion would write."""
+    per_split: dict = {}
+    for (split, label_id), n in counts.items():
+        per_split.setdefault(split, collections.Counter())[label_id] += n
+    shards = {split: [_Counted(sum(c.values()), tuple((i, n) for i, n in sorted(c.items(), key=lambda kv: _order(kv[0]))
+                                                      if i is not None))]
+              for split, c in sorted(per_split.items())}
+    return publishable.run_facts(options, label_map, shards, stats, len(rejects), rejects.by_reason, rejects.facts,
+                                 previous)
+
+
+def _previous(out) -> Optional[publishable.Previous]:
+    """--versioned: the version LATEST names, as a conversion would hold the record count to it."""
+    if not out.root:
+        return None
+    try:
+        version, m = layout.read_latest(out.root)
+    except ValueError:  # unreadable: a conversion would need --full
+        return None
+    return publishable.previous_of(version, m) if m is not None else None
+
+
 def reconciles(figures: dict) -> bool:
     c = figures["counts"]
     return c["listed"] == c["valid"] + c["rejected"] + c["not_selected"]
@@ -186,7 +218,7 @@ def report_inputs(figures: dict, samples: dict, rejects: RejectLog, label_map) -
 
 def write_check(settings: tuple, rejects: list, stats: dict, label_map, counts: dict, samples: dict,
                 quality_section: Optional[dict] = None) -> dict:
-    out, options, max_reject_fraction, tool_version = settings
+    out, options, guards, tool_version = settings
     rejects = RejectLog(rejects)
     try:
         figures = check_figures(out, options, tool_version, rejects, stats, label_map, counts, quality_section)
@@ -195,8 +227,14 @@ def write_check(settings: tuple, rejects: list, stats: dict, label_map, counts: 
             raise RuntimeError(f"counts do not reconcile: listed {c['listed']} != valid {c['valid']} + rejected "
                                f"{c['rejected']} + not selected {c['not_selected']}")
         listed = figures["counts"]["listed"]
-        figures["would_publish"] = not listed or len(rejects) / listed <= max_reject_fraction
-        figures["max_reject_fraction"] = max_reject_fraction
+        verdict = publishable.check_publishable(check_facts(options, label_map, counts, stats, rejects,
+                                                            _previous(out)), guards)
+        too_many = bool(listed) and len(rejects) / listed > guards.max_reject_fraction
+        # What the publish step of a conversion would decide (transforms/stages/publish.py).
+        figures["would_publish"] = not too_many and not verdict.refusal
+        figures["max_reject_fraction"] = guards.max_reject_fraction
+        figures["refusal"] = verdict.refusal
+        figures["warnings"] = list(verdict.warnings)
         try:
             page = report_html.build_html(figures, report_inputs(figures, samples, rejects, label_map), check=True,
                                           title=out.output)
