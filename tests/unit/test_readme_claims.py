@@ -12,6 +12,11 @@ from conftest import HERE
 from docs_text import doc_files, read
 
 CLAIMS = {
+    "`tests/e2e/test_docs_site.py` builds the site with `mkdocs build --strict`": [
+        "test_docs_site.py::test_the_site_builds_in_strict_mode"],
+    "every sentence saying the tests check something names its tests": [
+        "test_readme_claims.py::test_every_claim_about_the_tests_is_mapped",
+        "test_readme_claims.py::test_every_named_test_exists"],
     "the test suite builds it in strict mode": [
         "test_docs_site.py::test_the_site_builds_in_strict_mode",
         "test_docs_snippets.py::test_every_block_is_run_or_says_why_not"],
