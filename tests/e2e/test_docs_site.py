@@ -24,7 +24,8 @@ def test_the_site_builds_in_strict_mode(tmp_path):
     for name in ("convert", "check", "verify", "report", "spec", "load", "ToRecords", "WriteDataset",
                  "beam_config", "ConversionResult", "VerificationError"):
         assert f'id="tfrecord_pipelines.' in reference and f">{name}<" in reference, name
-    # README's quick start is on the site too, included rather than copied
+    # README's install and three ways in are on the site too, included rather than copied
     with open(site / "getting-started" / "index.html", encoding="utf-8") as f:
         started = re.sub(r"<[^>]+>", "", f.read())  # the code's text, without the highlighter's spans
     assert "tfp.ToRecords(cfg)" in started and "tfrecords convert --input images" in started
+    assert "make demo" in started and "--8&lt;--" not in started and "--8<--" not in started
