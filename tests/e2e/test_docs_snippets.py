@@ -8,6 +8,9 @@ as written, or says why it cannot be, on the line before it:
   bucket, a benchmark of minutes or hours, a public dataset); the reason names the test
   that runs its equivalent (against the GCS emulator, a stand-in gcloud, at small scale)
   where there is one. `pytest -s` prints the list;
+- `<!-- run: on the GCS emulator -->` marks a block about a bucket, `gs://NAME/...`: it runs
+  with its page's other blocks, against the GCS emulator the tests use (bucket NAME, holding
+  the page's `out/` as `out/`), its commands pointed there by STORAGE_EMULATOR_HOST;
 - every other block runs here: each page's blocks in order, in a folder of the page's own
   holding `images/<class>/<file>.jpg`, `photos/<class>/` with `labels.csv`, and (for the pages that
   read an output) `out/`, converted from `images/`. ```sh blocks run in bash
@@ -16,6 +19,7 @@ as written, or says why it cannot be, on the line before it:
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -31,6 +35,7 @@ from docs_text import doc_files, read
 BIN = os.path.dirname(sys.executable)
 # The pages whose blocks read an existing output, `out/`.
 READS_OUT = {"docs/output.md", "docs/quality.md", "docs/reading.md"}
+EMULATED = "<!-- run: on the GCS emulator -->"
 
 
 class Block(NamedTuple):
@@ -59,6 +64,8 @@ def kind(b: Block) -> str:
         return "snippet"
     if b.before.startswith("<!-- not-run:"):
         return "not-run"
+    if b.before == EMULATED:
+        return "emulated"
     return "run"
 
 
@@ -91,10 +98,11 @@ def test_the_markers_are_not_mistaken_for_a_block():
     b = Block("x.md", 1, "sh", "make\n", "<!-- not-run: no cloud here -->")
     assert kind(b) == "not-run" and reason(b) == "no cloud here"
     assert kind(b._replace(before="")) == "run" and kind(b._replace(lang="text", before="")) == "shown"
+    assert kind(b._replace(before=EMULATED)) == "emulated"
 
 
 def pages_to_run() -> list[str]:
-    return sorted({b.file for b in blocks() if kind(b) == "run"})
+    return sorted({b.file for b in blocks() if kind(b) in ("run", "emulated")})
 
 
 @pytest.fixture(scope="module")
@@ -131,10 +139,41 @@ def test_each_pages_blocks_run_as_written(template, tmp_path, page):
                PYTHONPATH=str(work))
     ran = 0
     for b in blocks():
-        if b.file != page or kind(b) != "run":
+        if b.file != page or kind(b) not in ("run", "emulated"):
             continue
         cmd = ["bash", "-euo", "pipefail", "-c", b.code] if b.lang == "sh" else [sys.executable, "-c", b.code]
-        p = subprocess.run(cmd, cwd=str(work), env=env, capture_output=True, text=True, timeout=900)
+        with emulated(b, work) as extra:
+            p = subprocess.run(cmd, cwd=str(work), env=dict(env, **extra), capture_output=True, text=True,
+                               timeout=900)
         assert p.returncode == 0, f"{b.file}:{b.line}\n{b.code}\n{p.stdout[-2000:]}{p.stderr[-3000:]}"
         ran += 1
     assert ran
+
+
+@contextlib.contextmanager
+def emulated(b: Block, work):
+    """For a block on the GCS emulator: an emulator serving the bucket the block names,
+    holding the workspace's out/ as out/; yields the environment that points clients at it."""
+    if kind(b) != "emulated":
+        yield {}
+        return
+    buckets = set(re.findall(r"gs://([a-z0-9_.-]+)/", b.code))
+    assert len(buckets) == 1, f"{b.file}:{b.line}: a block on the emulator names one bucket, not {buckets}"
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    from gcs_emulator import start_emulator
+    name = buckets.pop()
+    proc, url = start_emulator(name)
+    try:
+        client = storage.Client(project="test-project", credentials=AnonymousCredentials(),
+                                client_options={"api_endpoint": url})
+        bucket = client.bucket(name)
+        for dirpath, _, files in os.walk(work / "out"):
+            for name in files:
+                path = os.path.join(dirpath, name)
+                bucket.blob("out/" + os.path.relpath(path, work / "out")).upload_from_filename(path)
+        yield {"STORAGE_EMULATOR_HOST": url, "GOOGLE_CLOUD_PROJECT": "test-project"}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
