@@ -29,3 +29,16 @@ def test_the_site_builds_in_strict_mode(tmp_path):
         started = re.sub(r"<[^>]+>", "", f.read())  # the code's text, without the highlighter's spans
     assert "tfp.ToRecords(cfg)" in started and "tfrecords convert --input images" in started
     assert "make demo" in started and "--8&lt;--" not in started and "--8<--" not in started
+
+
+def test_readmes_links_reach_every_page():
+    """README.md is outside the site, so the strict build does not see its links: they are
+    relative (they work on GitHub), each names a page that exists, and every page is
+    reachable from README."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", f.read())
+    assert links and all(not re.match(r"\w+://|/", link) for link in links), links
+    missing = [link for link in links if not os.path.exists(os.path.join(ROOT, link))]
+    assert not missing, missing
+    pages = {os.path.join("docs", n) for n in os.listdir(os.path.join(ROOT, "docs")) if n.endswith(".md")}
+    assert pages - set(links) == set(), "pages README does not link to"
