@@ -1,12 +1,14 @@
 # The two commands of the README:
 #   make demo   set everything up, convert a generated sample dataset, verify it, print a summary
-#   make test   run the test suite (what .ci/run calls)
+#   make test   run the test suite (what .ci/run calls; it also builds the docs site, --strict)
+# and:
+#   make docs   serve the documentation site (docs/, mkdocs.yml) on http://127.0.0.1:8000
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench install clean tools
+.PHONY: demo test docs bench install clean tools
 
 $(STAMP): setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +33,12 @@ test: $(STAMP) tools
 	$(PY) -m pytest -q tests
 	TFRECORDS_FORK_WORKERS=0 $(PY) -m pytest -q -m workers tests
 
+# MkDocs with Material; mkdocstrings renders docs/reference.md from the docstrings.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve
+
 bench: $(STAMP)
 	$(PY) -m bench.run $(ARGS)
 
 clean:
-	rm -rf $(VENV) demo build *.egg-info
+	rm -rf $(VENV) demo build site *.egg-info

@@ -58,7 +58,9 @@ setup(
                  # Grain reads the ArrayRecord shards (random access by index)
                  "grain>=0.2.18,<0.3; python_version >= '3.11'",
                  # examples/quickstart.ipynb, run headless by tests/e2e/test_notebook.py
-                 "nbclient>=0.11,<0.12", "nbformat>=5.10,<6", "ipykernel>=7,<8", "matplotlib>=3.10,<4"],
+                 "nbclient>=0.11,<0.12", "nbformat>=5.10,<6", "ipykernel>=7,<8", "matplotlib>=3.10,<4",
+                 # the documentation site (docs/, mkdocs.yml), built --strict by tests/e2e/test_docs_site.py
+                 "mkdocs>=1.6,<2", "mkdocs-material>=9.8,<10", "mkdocstrings[python]>=1.0,<2"],
         # What examples/quickstart.ipynb needs beyond the package: its grid of images (matplotlib).
         "notebook": ["matplotlib>=3.10,<4"],
         # bench/peers.py's peers, in a virtualenv of their own (never installed by CI or `make`):

@@ -2,7 +2,7 @@
 JPEG files, on the same images, as a training input pipeline reads them.
 
     .venv/bin/python -m bench.read                   # 2,500 images, 30 ms per request, 3 repeats (~5 min)
-    .venv/bin/python -m bench.read --repeats 5       # the README's table (~7 min)
+    .venv/bin/python -m bench.read --repeats 5       # the table of docs/performance.md (~7 min)
     .venv/bin/python -m bench.read --images 10000 --latency_ms 50 --repeats 5
 
 Both pipelines end in the same work per image: parse the Example (shards

@@ -1,15 +1,15 @@
 """The bad-input corpus (tests/corpus.py): every case ends in its documented
 outcome, every written record decodes with tf.io.decode_image to the recorded
-shape, counts reconcile, and README's table says exactly this."""
+shape, counts reconcile, and the docs' table (docs/faults.md) says exactly this."""
 import json
 import os
-import re
 import unicodedata
 
 import pytest
 
 import corpus
-from conftest import HERE, convert, manifest, read_examples, scalar
+from conftest import convert, manifest, read_examples, scalar
+from docs_text import marked_block
 
 
 def outcomes(out):
@@ -142,15 +142,11 @@ def expected_table() -> list[str]:
 
 
 def test_readme_table_tells_the_truth():
-    with open(os.path.join(os.path.dirname(HERE), "README.md"), encoding="utf-8") as f:
-        text = f.read()
-    block = re.search(r"<!-- corpus-table -->\n(.*?)<!-- /corpus-table -->", text, re.S)
-    assert block, "README.md lacks the corpus table"
-    rows = [line for line in block.group(1).splitlines()
+    rows = [line for line in marked_block("corpus-table").splitlines()
             if line.startswith("| ") and not line.startswith(("| case", "| ---"))]
     assert rows == expected_table()
 
 
-if __name__ == "__main__":  # prints the table for README.md
+if __name__ == "__main__":  # prints the table for the docs (docs/faults.md)
     print("| case | default | with `--reencode jpeg --exif_orientation apply` |\n| --- | --- | --- |")
     print("\n".join(expected_table()))

@@ -1,10 +1,12 @@
 """README's quick start, run as written: each block between `<!-- snippet:NAME -->`
-and `<!-- /snippet:NAME -->` is taken from README.md and run in a folder
-holding `images/<class>/<file>.jpg`, as a reader would run it (a shell for
-the command, a Python process for the others). The three ways in give the
-same shards, byte for byte."""
+and `<!-- /snippet:NAME -->` is taken from README.md and run, in the README's order,
+in a folder holding `images/<class>/<file>.jpg`, as a reader would run it (a shell for
+the commands, a Python process for the others). The three ways in give the
+same shards, byte for byte, and the reading snippets read the command's output.
+(The docs' other blocks: tests/e2e/test_docs_snippets.py.)"""
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -25,7 +27,8 @@ def snippets() -> dict:
 
 
 def test_the_readme_has_the_three_ways_in():
-    assert {k: v[0] for k, v in snippets().items()} == {"cli": "sh", "python": "python", "beam": "python"}
+    assert {k: v[0] for k, v in snippets().items()} == {"cli": "sh", "python": "python", "beam": "python",
+                                                        "read": "python", "spec": "sh"}
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +67,14 @@ def test_the_three_ways_give_the_same_shards(ran):
             with open(os.path.join(o, name), "rb") as f:
                 data.add(f.read())
         assert len(data) == 1, name
+
+
+def test_the_reading_snippets_read_the_commands_output(ran):
+    _, labels, out = ran
+    for name in ("read", "spec"):
+        assert out[name].returncode == 0, out[name].stdout[-2000:] + out[name].stderr[-3000:]
+    shapes = [line.split(") ") for line in out["read"].stdout.splitlines()]
+    assert len(shapes) == 2 and all(s[0].startswith("(") and int(s[1]) in range(len(set(labels.values())))
+                                    for s in shapes), out["read"].stdout
+    names = ast.literal_eval(out["spec"].stdout.strip())  # {id: class name}
+    assert [names[i] for i in sorted(names)] == sorted(set(labels.values())), out["spec"].stdout

@@ -22,7 +22,7 @@ from tfrecord_pipelines.transforms.core.resize import PngPolicy, ResizeMode, Res
 
 LONGEST, SHORTER = ResizeMode.LONGEST, ResizeMode.SHORTER
 # What the draft (reduced DCT decode) may change against a full-size decode,
-# in levels of 255: the README states this tolerance; bench/resize.py
+# in levels of 255: docs/resizing.md states this tolerance; bench/resize.py
 # measures it on large photos (mean ~0.7-1.3).
 DRAFT_MEAN_ABS, DRAFT_MIN_PSNR = 1.5, 40.0
 

@@ -35,7 +35,7 @@ POLICIES = {
     "resize, header, one read": ImagePolicy(validation=Validation.HEADER, reencode="jpeg", resize=SHORTER),
 }
 # Damage inside compressed data: only a decode finds it, and --validate header does not
-# decode (README: "Bad records"). Every other variant is held to the rule in both modes.
+# decode (docs/faults.md: "Bad records"). Every other variant is held to the rule in both modes.
 DATA_DAMAGE = {"png image data short a row", "png image data half", "png zlib stream without its end",
                "png zlib checksum wrong", "png filter type 7", "png 1,000,001 pixels high"}
 COLORSPACE = {1: "Grayscale", 2: "GrayscaleAlpha", 3: "RGB", 4: "RGBA"}

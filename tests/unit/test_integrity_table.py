@@ -1,7 +1,7 @@
-"""README's faults table (<!-- faults-table -->) tells the truth: every row
+"""The faults table (<!-- faults-table -->) tells the truth: every row
 names a test that exists, and that test asserts every reason or message the
 row quotes. A row added without its test, or a message changed in the code and
-its test but not in README (or the reverse), fails here.
+its test but not in the docs (or the reverse), fails here.
 
 Row format: | case | what happens | reason or message | checked by |
 The third cell's `quoted` fragments (or "none") must each appear in the named
@@ -15,17 +15,14 @@ import os
 import re
 
 from conftest import ROOT
+from docs_text import marked_block
 
 HEADER = "| case | what happens | reason or message | checked by |"
 REF = re.compile(r"^`(tests/(?:\w+/)?test_\w+\.py)::(test_\w+)`$")
 
 
 def table_rows() -> list[list[str]]:
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        text = f.read()
-    block = re.search(r"<!-- faults-table -->\n(.*?)<!-- /faults-table -->", text, re.S)
-    assert block, "README.md lacks the faults table"
-    lines = [line for line in block.group(1).splitlines() if line.strip()]
+    lines = [line for line in marked_block("faults-table").splitlines() if line.strip()]
     assert lines[0] == HEADER and lines[1].startswith("| ---"), lines[:2]
     rows = []
     for line in lines[2:]:

@@ -1,6 +1,6 @@
-"""Every README sentence that says the tests check something names tests that
+"""Every sentence of the docs (README.md, docs/*.md) that says the tests check something names tests that
 exist. CLAIMS maps each such sentence (a distinctive part of it) to the tests
-that back it; a README claim about the tests that is not in CLAIMS fails here,
+that back it; a claim about the tests that is not in CLAIMS fails here,
 and so does a claim whose test was renamed or removed. Rows of the faults table
 name their own test and are checked by tests/unit/test_integrity_table.py."""
 import ast
@@ -8,9 +8,18 @@ import glob
 import os
 import re
 
-from conftest import HERE, ROOT
+from conftest import HERE
+from docs_text import doc_files, read
 
 CLAIMS = {
+    "`tests/e2e/test_docs_site.py` builds the site with `mkdocs build --strict`": [
+        "test_docs_site.py::test_the_site_builds_in_strict_mode"],
+    "every sentence saying the tests check something names its tests": [
+        "test_readme_claims.py::test_every_claim_about_the_tests_is_mapped",
+        "test_readme_claims.py::test_every_named_test_exists"],
+    "the test suite builds it in strict mode": [
+        "test_docs_site.py::test_the_site_builds_in_strict_mode",
+        "test_docs_snippets.py::test_every_block_is_run_or_says_why_not"],
     "(`tests/e2e/test_small_run.py` holds shards, rejects, label map and manifest to that)": [
         "test_small_run.py::test_a_small_input_runs_in_process_and_writes_what_workers_write",
         "test_small_run.py::test_the_command_imports_beam_lean_and_writes_the_same_bytes"],
@@ -99,10 +108,14 @@ CLAIM = re.compile(r"\b(?:[Tt]ests?(?: suite)?|tests/(?:\w+/)?test_\w+\.py`?)\b[
 
 
 def readme() -> str:
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    # Table rows name their own tests (tests/unit/test_integrity_table.py, tests/e2e/test_corpus.py).
-    return re.sub(r"\s+", " ", " ".join(line for line in lines if not line.lstrip().startswith("|")))
+    """All the documentation's prose, one file after another (HTML comments, such as the
+    snippets' not-run reasons, left out)."""
+    texts = []
+    for rel in doc_files():
+        lines = re.sub(r"<!--.*?-->", "", read(rel), flags=re.S).splitlines()
+        # Table rows name their own tests (tests/unit/test_integrity_table.py, tests/e2e/test_corpus.py).
+        texts.append(re.sub(r"\s+", " ", " ".join(line for line in lines if not line.lstrip().startswith("|"))))
+    return " \n ".join(texts)
 
 
 def find_test_file(filename: str) -> str:
@@ -122,7 +135,7 @@ def test_every_claim_about_the_tests_is_mapped():
     spans = []
     for claim in CLAIMS:
         start = text.find(claim)
-        assert start >= 0, f"README no longer says {claim!r}: update CLAIMS"
+        assert start >= 0, f"the docs no longer say {claim!r}: update CLAIMS"
         # the whole sentence around the claim
         begin = max(text.rfind(". ", 0, start) + 1, 0)
         end = text.find(". ", start + len(claim))
@@ -130,7 +143,7 @@ def test_every_claim_about_the_tests_is_mapped():
     found = list(CLAIM.finditer(text))
     assert len(found) >= 10, [m.group(0) for m in found]  # the pattern still finds the claims
     unmapped = [m.group(0) for m in found if not any(b <= m.start() < e for b, e in spans)]
-    assert not unmapped, f"README claims about the tests that name no test (add them to CLAIMS): {unmapped}"
+    assert not unmapped, f"claims in the docs about the tests that name no test (add them to CLAIMS): {unmapped}"
 
 
 def test_every_named_test_exists():

@@ -1,15 +1,12 @@
-"""The README's two vocabularies match the code's: the table of what each
+"""The documentation's two vocabularies match the code's: the table of what each
 Example holds is the feature table (transforms/core/features.py), row for row,
 and the tables of bad records list every reject reason (Reason) and box reason
 (BoxReason), in order.
-A feature or reason added to the code and not to the README (or the reverse)
-fails here."""
+A feature or reason added to the code and not to the docs (or the reverse)
+fails here, wherever the table sits (README.md or docs/*.md)."""
 from __future__ import annotations
 
-import os
-import re
-
-from conftest import ROOT
+from docs_text import marked_block
 from tfrecord_pipelines.transforms.core.features import FEATURES
 from tfrecord_pipelines.transforms.core.annotations import BoxReason
 from tfrecord_pipelines.transforms.core.records import Reason
@@ -18,11 +15,7 @@ EXTRA_ROW = ["extra table columns", "int64, float or bytes", "inferred from all 
 
 
 def _table(marker: str) -> list[list[str]]:
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        text = f.read()
-    block = re.search(rf"<!-- {marker} -->\n(.*?)<!-- /{marker} -->", text, re.S)
-    assert block, f"README.md lacks the <!-- {marker} --> table"
-    lines = [line for line in block.group(1).splitlines() if line.strip()]
+    lines = [line for line in marked_block(marker).splitlines() if line.strip()]
     assert lines[1].startswith("| ---"), lines[:2]
     return [[c.strip() for c in line.strip()[2:-2].split(" | ")] for line in lines[2:]]
 
