@@ -32,7 +32,7 @@ from tfrecord_pipelines.transforms.core.images import Validation
 from tfrecord_pipelines.transforms.core.specs import QUALITY, RECORDS, REJECTS, STATS, OutputFormat, PublishSpec
 from tfrecord_pipelines.transforms.stages.assign_labels import AssignLabels
 from tfrecord_pipelines.transforms.stages.check_quality import CheckQuality
-from tfrecord_pipelines.transforms.stages.check_report import CheckReport, quality_rows
+from tfrecord_pipelines.transforms.stages.check_report import CheckReport, CheckSpec, quality_rows
 from tfrecord_pipelines.transforms.stages.drop_duplicates import DropDuplicates
 from tfrecord_pipelines.transforms.stages.list_annotations import ListAnnotations
 from tfrecord_pipelines.transforms.stages.list_inputs import ListInputs, ListSpec
@@ -178,7 +178,8 @@ class CheckDataset(beam.PTransform):
                       **{k: prepared[k] for k in ("groups", "removed") if k in prepared}}
             inputs["quality"] = checks | "CheckQuality" >> CheckQuality(cfg.quality, prepared["label_map"],
                                                                         why_not_near(cfg), self._spill_dir)
-        return inputs | "CheckReport" >> CheckReport(cfg, __version__)
+        return inputs | "CheckReport" >> CheckReport(CheckSpec(cfg.output, cfg.describe(), cfg.max_reject_fraction,
+                                                                __version__))
 
 
 def read_once(cfg: ConvertConfig) -> bool:

@@ -11,6 +11,7 @@ Output: the check's figures (a singleton), once written
 from __future__ import annotations
 
 import collections
+import dataclasses
 import datetime
 import json
 import logging
@@ -21,6 +22,7 @@ import apache_beam as beam
 from tfrecord_pipelines.transforms.core import quality, report_html
 from tfrecord_pipelines.transforms.core.records import Batch
 from tfrecord_pipelines.transforms.core.report_html import ReportInputs, Sample
+from tfrecord_pipelines.transforms.core.specs import OutputSpec
 from tfrecord_pipelines.transforms.storage import fsutil, report_data, run_lock, spill
 from tfrecord_pipelines.transforms.storage.reject_log import RejectLog
 
@@ -92,29 +94,36 @@ def quality_rows(batch) -> Batch:
                  for r in spill.load(batch))
 
 
+@dataclasses.dataclass(frozen=True)
+class CheckSpec:
+    """CheckReport's settings."""
+    output: OutputSpec                # where the check's files go; the run's id and lock
+    options: dict                     # the settings, as check.json records them
+    max_reject_fraction: float = 1.0  # above it, check.json says the run would not publish
+    tool_version: str = ""
+
+
 class CheckReport(beam.PTransform):
     """Inputs: "records" (validated [Rec] batches, with sha256), "rejects"
     ([Reject] batches), "stats" ((name, count)), "label_map" (singleton), optionally
-    "groups" and "removed" (DropDuplicates'). Writes the check's files once."""
+    "quality" (CheckQuality's section, a singleton). Writes the check's files once."""
 
-    def __init__(self, cfg, tool_version: str = ""):
+    def __init__(self, spec: CheckSpec):
         super().__init__()
-        self._cfg = cfg
-        self._tool_version = tool_version
+        self._spec = spec
 
     def expand(self, inputs):
-        cfg, side = self._cfg, beam.pvalue
+        spec, side = self._spec, beam.pvalue
         records = inputs["records"]
         rejects = inputs["rejects"]
         stats = inputs["stats"] | "SumStats" >> beam.CombinePerKey(sum)
         counts = records | "Count" >> beam.Map(_count) | "Counts" >> beam.CombineGlobally(_sum_counters)
         samples = records | "Sample" >> beam.CombineGlobally(SampleCombine())
         extra = [side.AsSingleton(inputs["quality"])] if "quality" in inputs else []
-        settings = (cfg.output, cfg.describe(), cfg.max_reject_fraction, self._tool_version)
         return (records.pipeline
                 | "Once" >> beam.Create([None])
                 | "WriteCheck" >> beam.Map(
-                    lambda _, rj, st, lm, ct, sm, q=None: write_check(settings, rj, st, lm, ct, sm, q),
+                    lambda _, rj, st, lm, ct, sm, q=None: write_check(spec, rj, st, lm, ct, sm, q),
                     side.AsList(rejects), side.AsDict(stats), side.AsSingleton(inputs["label_map"]),
                     side.AsSingleton(counts), side.AsSingleton(samples), *extra))
 
@@ -184,9 +193,10 @@ def report_inputs(figures: dict, samples: dict, rejects: RejectLog, label_map) -
     return inputs
 
 
-def write_check(settings: tuple, rejects: list, stats: dict, label_map, counts: dict, samples: dict,
+def write_check(spec: CheckSpec, rejects: list, stats: dict, label_map, counts: dict, samples: dict,
                 quality_section: Optional[dict] = None) -> dict:
-    out, options, max_reject_fraction, tool_version = settings
+    out, options, max_reject_fraction, tool_version = (spec.output, spec.options, spec.max_reject_fraction,
+                                                       spec.tool_version)
     rejects = RejectLog(rejects)
     try:
         figures = check_figures(out, options, tool_version, rejects, stats, label_map, counts, quality_section)
