@@ -26,7 +26,7 @@ import apache_beam as beam
 
 from tfrecord_pipelines import __version__
 from tfrecord_pipelines.config import Compression, ConvertConfig
-from tfrecord_pipelines.transforms.core import fingerprint
+from tfrecord_pipelines.transforms.core import fingerprint, publishable
 from tfrecord_pipelines.transforms.core.fingerprint import FINGERPRINT
 from tfrecord_pipelines.transforms.core.images import Validation
 from tfrecord_pipelines.transforms.core.specs import QUALITY, RECORDS, REJECTS, STATS, OutputFormat, PublishSpec
@@ -178,8 +178,8 @@ class CheckDataset(beam.PTransform):
                       **{k: prepared[k] for k in ("groups", "removed") if k in prepared}}
             inputs["quality"] = checks | "CheckQuality" >> CheckQuality(cfg.quality, prepared["label_map"],
                                                                         why_not_near(cfg), self._spill_dir)
-        return inputs | "CheckReport" >> CheckReport(CheckSpec(cfg.output, cfg.describe(), cfg.max_reject_fraction,
-                                                                __version__))
+        guards = publishable.Guards(cfg.allow_empty, cfg.allow_shrink, cfg.max_reject_fraction)
+        return inputs | "CheckReport" >> CheckReport(CheckSpec(cfg.output, cfg.describe(), guards, __version__))
 
 
 def read_once(cfg: ConvertConfig) -> bool:

@@ -14,6 +14,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from conftest import image_bytes, write
 from tfrecord_pipelines.transforms.core.labels import LabelMap
+from tfrecord_pipelines.transforms.core.publishable import Guards
 from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec, Reject
 from tfrecord_pipelines.transforms.core.sharding import shuffle_key
 from tfrecord_pipelines.transforms.core.specs import LabelType, OutputSpec
@@ -37,7 +38,7 @@ def _records(root: str) -> list:
 
 def _check(output: str, recs: list, listed: int, quality=None, expect=None) -> None:
     spec = CheckSpec(OutputSpec(output, RUN, check_only=True), {"inputs": {"root": os.path.dirname(output)}},
-                     max_reject_fraction=0.5, tool_version="test")
+                     Guards(max_reject_fraction=0.5), tool_version="test")
     with TestPipeline() as p:
         inputs = {"records": p | "Recs" >> beam.Create([Batch(recs[:2]), Batch(recs[2:])]),
                   "rejects": p | "Rejects" >> beam.Create([Batch([Reject("train/cat/x.jpg", Reason.TRUNCATED.value,

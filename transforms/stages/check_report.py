@@ -19,10 +19,9 @@ from typing import Optional
 
 import apache_beam as beam
 
-from tfrecord_pipelines.transforms.core import quality, report_html
+from tfrecord_pipelines.transforms.core import publishable, quality, report_html
 from tfrecord_pipelines.transforms.core.records import Batch
 from tfrecord_pipelines.transforms.core.report_html import ReportInputs, Sample
-from tfrecord_pipelines.transforms.core.specs import OutputSpec
 from tfrecord_pipelines.transforms.storage import fsutil, report_data, run_lock, spill
 from tfrecord_pipelines.transforms.storage.reject_log import RejectLog
 
@@ -97,9 +96,9 @@ def quality_rows(batch) -> Batch:
 @dataclasses.dataclass(frozen=True)
 class CheckSpec:
     """CheckReport's settings."""
-    output: OutputSpec                # where the check's files go; the run's id and lock
-    options: dict                     # the settings, as check.json records them
-    max_reject_fraction: float = 1.0  # above it, check.json says the run would not publish
+    output: object                   # OutputSpec: where the check's files go; the run's id and lock
+    options: dict                    # the settings, as check.json records them
+    guards: publishable.Guards = publishable.Guards()  # what a conversion's publish step would hold the run to
     tool_version: str = ""
 
 
@@ -120,10 +119,11 @@ class CheckReport(beam.PTransform):
         counts = records | "Count" >> beam.Map(_count) | "Counts" >> beam.CombineGlobally(_sum_counters)
         samples = records | "Sample" >> beam.CombineGlobally(SampleCombine())
         extra = [side.AsSingleton(inputs["quality"])] if "quality" in inputs else []
+        settings = (spec.output, spec.options, spec.guards.max_reject_fraction, spec.tool_version)
         return (records.pipeline
                 | "Once" >> beam.Create([None])
                 | "WriteCheck" >> beam.Map(
-                    lambda _, rj, st, lm, ct, sm, q=None: write_check(spec, rj, st, lm, ct, sm, q),
+                    lambda _, rj, st, lm, ct, sm, q=None: write_check(settings, rj, st, lm, ct, sm, q),
                     side.AsList(rejects), side.AsDict(stats), side.AsSingleton(inputs["label_map"]),
                     side.AsSingleton(counts), side.AsSingleton(samples), *extra))
 
@@ -193,10 +193,9 @@ def report_inputs(figures: dict, samples: dict, rejects: RejectLog, label_map) -
     return inputs
 
 
-def write_check(spec: CheckSpec, rejects: list, stats: dict, label_map, counts: dict, samples: dict,
+def write_check(settings: tuple, rejects: list, stats: dict, label_map, counts: dict, samples: dict,
                 quality_section: Optional[dict] = None) -> dict:
-    out, options, max_reject_fraction, tool_version = (spec.output, spec.options, spec.max_reject_fraction,
-                                                       spec.tool_version)
+    out, options, max_reject_fraction, tool_version = settings
     rejects = RejectLog(rejects)
     try:
         figures = check_figures(out, options, tool_version, rejects, stats, label_map, counts, quality_section)
