@@ -26,22 +26,22 @@ import apache_beam as beam
 
 from tfrecord_pipelines import __version__
 from tfrecord_pipelines.config import Compression, ConvertConfig
-from tfrecord_pipelines.transforms.core import fingerprint
+from tfrecord_pipelines.transforms.core import fingerprint, publishable
 from tfrecord_pipelines.transforms.core.fingerprint import FINGERPRINT
 from tfrecord_pipelines.transforms.core.images import Validation
 from tfrecord_pipelines.transforms.core.specs import QUALITY, RECORDS, REJECTS, STATS, OutputFormat, PublishSpec
 from tfrecord_pipelines.transforms.stages.assign_labels import AssignLabels
 from tfrecord_pipelines.transforms.stages.check_quality import CheckQuality
-from tfrecord_pipelines.transforms.stages.check_report import CheckReport, quality_rows
+from tfrecord_pipelines.transforms.stages.check_report import CheckReport, CheckSpec, quality_rows
 from tfrecord_pipelines.transforms.stages.drop_duplicates import DropDuplicates
 from tfrecord_pipelines.transforms.stages.list_annotations import ListAnnotations
-from tfrecord_pipelines.transforms.stages.list_inputs import ListInputs
-from tfrecord_pipelines.transforms.stages.match_previous import MatchPrevious
+from tfrecord_pipelines.transforms.stages.list_inputs import ListInputs, ListSpec
+from tfrecord_pipelines.transforms.stages.match_previous import MatchPrevious, MatchSpec
 from tfrecord_pipelines.transforms.stages.plan_shards import PlanShards
 from tfrecord_pipelines.transforms.stages.publish import Publish
 from tfrecord_pipelines.transforms.stages.split import Split
-from tfrecord_pipelines.transforms.stages.validate_images import ValidateImages
-from tfrecord_pipelines.transforms.stages.write_shards import Reuse, WriteShards
+from tfrecord_pipelines.transforms.stages.validate_images import ValidateImages, ValidateSpec
+from tfrecord_pipelines.transforms.stages.write_shards import Reuse, WriteShards, WriteSpec
 from tfrecord_pipelines.transforms.storage import layout, progress, spill
 
 
@@ -87,8 +87,7 @@ class PrepareRecords(beam.PTransform):
         valid_rejects = None
         more_stats = []
         if out.previous is not None and not out.check_only:  # an incremental version
-            matched = records | "MatchPrevious" >> MatchPrevious(out.previous, cfg.shards.seed,
-                                                                 cfg.images.reads.timeout, spill_dir)
+            matched = records | "MatchPrevious" >> MatchPrevious(match_spec(cfg, spill_dir))
             # [Rec, those taken from the previous version with Rec.prev]; stats: unchanged, new, changed, removed
             records = matched[RECORDS]
             more_stats.append(matched[STATS])
@@ -99,9 +98,9 @@ class PrepareRecords(beam.PTransform):
                            | "SumToValidate" >> beam.CombineGlobally(sum)
                            | "ExpectValidate" >> beam.Map(lambda n: progress.expect(progress_dir, "validate", n)))
                 records = records | "AfterCount" >> beam.Map(lambda b, _: b, beam.pvalue.AsSingleton(counted))
-            valid = records | "ValidateImages" >> ValidateImages(cfg.images, self._progress_dir, spill_dir,
-                                                                 digest=cfg.quality.dedup_before_writing
-                                                                 or (out.check_only and cfg.quality.enabled))
+            valid = records | "ValidateImages" >> ValidateImages(ValidateSpec(
+                cfg.images, digest=cfg.quality.dedup_before_writing or (out.check_only and cfg.quality.enabled),
+                progress_dir=self._progress_dir, spill_dir=spill_dir))
             # [Rec + size, format, height, width, channels, crc]
             records, valid_rejects = valid[RECORDS], valid[REJECTS]
             more_stats.append(valid_rejects | "ValidationRejects" >> beam.Map(
@@ -141,10 +140,7 @@ class WriteDataset(beam.PTransform):
                 lambda plans: progress.expect(progress_dir, "write", sum(p.count for p in plans.values())))
         # ((split, index, num_shards), [[(position, Rec)]]); plans: singleton {split: SplitPlan}
         written = planned["shards"] | "WriteShards" >> WriteShards(
-            staging, cfg.shards.compression, cfg.images, dict(out.feature_keys), prepared["label_map"],
-            self._progress_dir, validate=read_once(cfg), index_files=cfg.shards.index_files,
-            output_format=cfg.shards.output_format, quality_rows=cfg.quality.enabled,
-            fingerprint=prepared["fingerprint"], reuse=_reuse(cfg), detection=cfg.detection)
+            write_spec(cfg, staging, self._progress_dir), prepared["label_map"], prepared["fingerprint"])
         # ShardResult(name, temp path, records, bytes, crc32c); rejects (validation's, with one read);
         # stats: box counts (--annotations)
         rejects = ((prepared[REJECTS], _spilled(written[REJECTS], "SpillWriteRejects", spill_dir))
@@ -182,7 +178,8 @@ class CheckDataset(beam.PTransform):
                       **{k: prepared[k] for k in ("groups", "removed") if k in prepared}}
             inputs["quality"] = checks | "CheckQuality" >> CheckQuality(cfg.quality, prepared["label_map"],
                                                                         why_not_near(cfg), self._spill_dir)
-        return inputs | "CheckReport" >> CheckReport(cfg, __version__)
+        guards = publishable.Guards(cfg.allow_empty, cfg.allow_shrink, cfg.max_reject_fraction)
+        return inputs | "CheckReport" >> CheckReport(CheckSpec(cfg.output, cfg.describe(), guards, __version__))
 
 
 def read_once(cfg: ConvertConfig) -> bool:
@@ -209,8 +206,7 @@ def build_preview(p: beam.Pipeline, cfg: ConvertConfig, spill_dir: str, result_p
     records = split[RECORDS]
     stats = [pc for pc in (listed[STATS], split.get(STATS)) if pc is not None]
     if out.previous is not None:
-        matched = records | "MatchPrevious" >> MatchPrevious(out.previous, cfg.shards.seed, cfg.images.reads.timeout,
-                                                             spill_dir)
+        matched = records | "MatchPrevious" >> MatchPrevious(match_spec(cfg, spill_dir))
         records = matched[RECORDS]
         stats.append(matched[STATS])
     rejected = ([pc for pc in (listed.get(REJECTS), labeled[REJECTS], split[REJECTS]) if pc is not None]
@@ -249,6 +245,18 @@ def _write_preview(_, path: str, stats: dict, totals: dict, run_fp: tuple, label
         json.dump(body, f)
 
 
+def write_spec(cfg: ConvertConfig, staging: str, progress_dir: str = "") -> WriteSpec:
+    """WriteShards' settings, from the run's."""
+    return WriteSpec(staging, cfg.images, cfg.shards.compression, cfg.shards.output_format,
+                     feature_keys=cfg.output.feature_keys, first_read=read_once(cfg),
+                     index_files=cfg.shards.index_files, quality_rows=cfg.quality.enabled,
+                     detection=cfg.detection, reuse=_reuse(cfg), progress_dir=progress_dir)
+
+
+def match_spec(cfg: ConvertConfig, spill_dir: str) -> MatchSpec:
+    return MatchSpec(cfg.output.previous, cfg.shards.seed, cfg.images.reads.timeout, spill_dir)
+
+
 def _reuse(cfg: ConvertConfig) -> Reuse:
     """Where shards are staged for a rerun to resume, which version's records
     may be copied, and whether each shard's provenance is written (a
@@ -262,7 +270,7 @@ def list_inputs(p: beam.Pipeline, cfg: ConvertConfig, spill_dir: str, progress_d
     """ListInputs, or with --annotations ListAnnotations (each Rec with its
     objects, and the label map of the annotations' categories)."""
     if cfg.detection is None:
-        return p | "ListInputs" >> ListInputs(cfg.inputs, spill_dir, progress_dir, cfg.output.racy_after_ns)
+        return p | "ListInputs" >> ListInputs(ListSpec(cfg.inputs, cfg.output.racy_after_ns, spill_dir, progress_dir))
     return p | "ListAnnotations" >> ListAnnotations(cfg.inputs, cfg.detection, cfg.labels, spill_dir)
 
 

@@ -48,7 +48,7 @@ from tfrecord_pipelines import pipeline
 from tfrecord_pipelines.config import ConvertConfig
 from tfrecord_pipelines.transforms.core.errors import UsageError
 from tfrecord_pipelines.transforms.core.specs import InputKind, InputSpec, SplitSource
-from tfrecord_pipelines.transforms.stages.list_inputs import ListInputs
+from tfrecord_pipelines.transforms.stages.list_inputs import ListInputs, ListSpec
 
 _NOT_HERE = {"input": "the rows come from the pipeline", "label_table": "the rows come from the pipeline",
              "file_list": "the rows come from the pipeline",
@@ -103,7 +103,7 @@ class ToRecords(beam.PTransform):
         self._cfg = config
 
     def expand(self, rows):
-        return (rows | "ListRows" >> ListInputs(self._cfg.inputs)
+        return (rows | "ListRows" >> ListInputs(ListSpec(self._cfg.inputs))
                 | "Records" >> pipeline.PrepareRecords(self._cfg))
 
 

@@ -18,7 +18,7 @@ from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS, LabelSour
 from tfrecord_pipelines.transforms.stages.assign_labels import AssignLabels
 from tfrecord_pipelines.transforms.stages.plan_shards import PlanShards
 from tfrecord_pipelines.transforms.stages.split import Split
-from tfrecord_pipelines.transforms.stages.validate_images import ValidateImages
+from tfrecord_pipelines.transforms.stages.validate_images import ValidateImages, ValidateSpec
 from tfrecord_pipelines.transforms.storage import spill
 
 
@@ -81,7 +81,7 @@ def test_validate_images_counts_what_it_passes_and_rejects(tmp_path):
     bad = write(str(tmp_path / "a" / "bad.jpg"), b"<html>")
     recs = [Rec(rel="a/ok.jpg", path=good), Rec(rel="a/bad.jpg", path=bad), Rec(rel="a/gone.jpg", path=good + "x")]
     p = TestPipeline()
-    out = p | beam.Create([Batch(recs)]) | ValidateImages(ImagePolicy())
+    out = p | beam.Create([Batch(recs)]) | ValidateImages(ValidateSpec(ImagePolicy()))
     assert_that(out[RECORDS] | "Ok" >> beam.FlatMap(lambda b: [(r.rel, r.fmt, r.width, r.height) for r in b]),
                 equal_to([("a/ok.jpg", "jpeg", 24, 16)]))
     assert_that(out[REJECTS] | "Bad" >> beam.FlatMap(lambda b: [(r.rel, r.reason) for r in b]),

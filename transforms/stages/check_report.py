@@ -11,6 +11,7 @@ Output: the check's figures (a singleton), once written
 from __future__ import annotations
 
 import collections
+import dataclasses
 import datetime
 import json
 import logging
@@ -92,26 +93,33 @@ def quality_rows(batch) -> Batch:
                  for r in spill.load(batch))
 
 
+@dataclasses.dataclass(frozen=True)
+class CheckSpec:
+    """CheckReport's settings."""
+    output: object                   # OutputSpec: where the check's files go; the run's id and lock
+    options: dict                    # the settings, as check.json records them
+    guards: publishable.Guards = publishable.Guards()  # what a conversion's publish step would hold the run to
+    tool_version: str = ""
+
+
 class CheckReport(beam.PTransform):
     """Inputs: "records" (validated [Rec] batches, with sha256), "rejects"
     ([Reject] batches), "stats" ((name, count)), "label_map" (singleton), optionally
-    "groups" and "removed" (DropDuplicates'). Writes the check's files once."""
+    "quality" (CheckQuality's section, a singleton). Writes the check's files once."""
 
-    def __init__(self, cfg, tool_version: str = ""):
+    def __init__(self, spec: CheckSpec):
         super().__init__()
-        self._cfg = cfg
-        self._tool_version = tool_version
+        self._spec = spec
 
     def expand(self, inputs):
-        cfg, side = self._cfg, beam.pvalue
+        spec, side = self._spec, beam.pvalue
         records = inputs["records"]
         rejects = inputs["rejects"]
         stats = inputs["stats"] | "SumStats" >> beam.CombinePerKey(sum)
         counts = records | "Count" >> beam.Map(_count) | "Counts" >> beam.CombineGlobally(_sum_counters)
         samples = records | "Sample" >> beam.CombineGlobally(SampleCombine())
         extra = [side.AsSingleton(inputs["quality"])] if "quality" in inputs else []
-        settings = (cfg.output, cfg.describe(), publishable.Guards(cfg.allow_empty, cfg.allow_shrink,
-                                                                    cfg.max_reject_fraction), self._tool_version)
+        settings = (spec.output, spec.options, spec.guards, spec.tool_version)
         return (records.pipeline
                 | "Once" >> beam.Create([None])
                 | "WriteCheck" >> beam.Map(

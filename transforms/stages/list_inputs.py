@@ -11,6 +11,7 @@ Output (a tagged tuple):
 from __future__ import annotations
 
 import collections
+import dataclasses
 import hashlib
 import json
 from typing import Iterable, Iterator
@@ -195,16 +196,23 @@ def _sides(tagged: Iterable) -> dict:
     return sides
 
 
-class ListInputs(beam.PTransform):
-    """`spill_dir`: a local run's spill folder, where a table's rows wait to
-    be grouped by path (and joined with files by id), not in the runner."""
+@dataclasses.dataclass(frozen=True)
+class ListSpec:
+    """ListInputs' settings."""
+    inputs: InputSpec        # what is listed: a folder, a table, or a user's rows
+    racy_after_ns: int = 0   # files changed since are marked racy (provenance.racy; see listing.walk_unit)
+    spill_dir: str = ""      # a local run's spill folder, where a table's rows wait to be grouped by path
+                             # (and joined with files by id), not in the runner
+    progress_dir: str = ""   # a local run's progress files: the count listed so far
 
-    def __init__(self, spec: InputSpec, spill_dir: str = "", progress_dir: str = "", racy_after_ns: int = 0):
+
+class ListInputs(beam.PTransform):
+    def __init__(self, spec: ListSpec):
         super().__init__()
-        self._spec = spec
-        self._spill_dir = spill_dir
-        self._progress_dir = progress_dir  # a local run's progress files: the count listed so far
-        self._racy = racy_after_ns  # provenance.racy: see listing.walk_unit
+        self._spec = spec.inputs
+        self._spill_dir = spec.spill_dir
+        self._progress_dir = spec.progress_dir
+        self._racy = spec.racy_after_ns
 
     def expand(self, pbegin):
         spec = self._spec

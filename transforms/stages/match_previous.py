@@ -20,13 +20,14 @@ Output: records [Rec, ...] batches: those that may be taken from the previous
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 
 import apache_beam as beam
 
 from tfrecord_pipelines.transforms.core import provenance, sharding
 from tfrecord_pipelines.transforms.core.records import Batch, pack
-from tfrecord_pipelines.transforms.core.specs import RECORDS, STATS
+from tfrecord_pipelines.transforms.core.specs import DEFAULT_IO_TIMEOUT, RECORDS, STATS
 from tfrecord_pipelines.transforms.storage import previous, spill
 
 ENTRIES, RECS = "p", "r"
@@ -135,13 +136,19 @@ class _MatchFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(STATS, ("incremental/" + what, n))
 
 
-class MatchPrevious(beam.PTransform):
-    """`timeout`: --io_timeout, for a previous version in a bucket;
-    `spill_dir`: a local run's spill folder (transforms/storage/spill.py)."""
+@dataclasses.dataclass(frozen=True)
+class MatchSpec:
+    """MatchPrevious' settings."""
+    previous: provenance.PreviousVersion  # the version whose records may be copied
+    seed: int = 0                  # the run's shuffle seed: records and entries are keyed alike
+    timeout: float = DEFAULT_IO_TIMEOUT  # --io_timeout, for a previous version in a bucket
+    spill_dir: str = ""            # a local run's spill folder (transforms/storage/spill.py)
 
-    def __init__(self, prev: provenance.PreviousVersion, seed: int, timeout: float, spill_dir: str = ""):
+
+class MatchPrevious(beam.PTransform):
+    def __init__(self, spec: MatchSpec):
         super().__init__()
-        self._prev, self._seed, self._timeout, self._spill_dir = prev, seed, timeout, spill_dir
+        self._prev, self._seed, self._timeout, self._spill_dir = spec.previous, spec.seed, spec.timeout, spec.spill_dir
 
     def expand(self, batches):
         prev = self._prev

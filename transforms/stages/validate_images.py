@@ -95,18 +95,25 @@ class _ValidateFn(beam.DoFn):
         self._progress.flush(force=True)
 
 
+@dataclasses.dataclass(frozen=True)
+class ValidateSpec:
+    """ValidateImages' settings."""
+    policy: ImagePolicy = ImagePolicy()  # how images are read and checked
+    digest: bool = False   # each valid record's sha256, for DropDuplicates (--duplicates keep_one|reject)
+    progress_dir: str = ""  # a local run's progress files
+    spill_dir: str = ""     # a local run's spill folder: batches cross the reshuffle as file references
+
+
 class ValidateImages(beam.PTransform):
-    def __init__(self, policy: ImagePolicy, progress_dir: str = "", spill_dir: str = "", digest: bool = False):
+    def __init__(self, spec: ValidateSpec):
         super().__init__()
-        self._policy = policy
-        self._progress_dir = progress_dir
-        self._spill_dir = spill_dir
-        self._digest = digest
+        self._spec = spec
 
     def expand(self, batches):
-        spill_dir = self._spill_dir
+        spec = self._spec
+        spill_dir = spec.spill_dir
         return (batches
                 | "Pack" >> beam.Map(lambda b: spill.spill(b, spill_dir) if spill_dir else pack(spill.load(b)))
                 | "Spread" >> beam.Reshuffle()
-                | "Validate" >> beam.ParDo(_ValidateFn(self._policy, self._progress_dir, self._digest))
+                | "Validate" >> beam.ParDo(_ValidateFn(spec.policy, spec.progress_dir, spec.digest))
                 .with_outputs(REJECTS, main=RECORDS))

@@ -44,7 +44,7 @@ import hashlib
 import logging
 import operator
 import uuid
-from typing import NamedTuple, Union
+from typing import NamedTuple, Optional, Union
 
 import apache_beam as beam
 import google_crc32c
@@ -56,7 +56,7 @@ from tfrecord_pipelines.transforms.core.annotations.boxes import write_objects
 from tfrecord_pipelines.transforms.core.images import BadImage, ImagePolicy, configure_pillow, reencode_image, validate_record
 from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec, Reject, ShardResult, fingerprint, reject
 from tfrecord_pipelines.transforms.core.sharding import shard_name
-from tfrecord_pipelines.transforms.core.specs import QUALITY, REJECTS, STATS, OutputFormat, ReadPolicy
+from tfrecord_pipelines.transforms.core.specs import QUALITY, REJECTS, STATS, DetectionSpec, OutputFormat, ReadPolicy
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, crc32c_text
 from tfrecord_pipelines.transforms.storage import fsutil, layout, previous, reads, resume, spill
 from tfrecord_pipelines.transforms.storage.array_record_io import shard_writer
@@ -99,13 +99,14 @@ class Prepared(NamedTuple):
     hash_input: object = None  # quality.hash_input of the decode, hashed later in a batch (policy.hash_later)
 
 
-def prepare(rec: Rec, policy: ImagePolicy, validate: bool) -> Union[Prepared, Reject]:
+def prepare(rec: Rec, policy: ImagePolicy, first_read: bool) -> Union[Prepared, Reject]:
     """Everything one image needs before it is encoded, on a read-ahead
     thread (reading waits on I/O; Pillow's decoding and hashlib release the
-    GIL): read it once and validate it (`validate`), or read it again and
-    check it is what was validated; re-encode if asked; hash it."""
+    GIL): read it and validate it (`first_read`: no earlier pass checked
+    it), or read it again and check it is what ValidateImages validated;
+    re-encode if asked; hash it."""
     hash_src = None
-    if validate:
+    if first_read:
         try:
             data, rec = read_record(rec, policy.reads)
         except Exception as e:
@@ -138,23 +139,41 @@ class Reuse(NamedTuple):
     provenance: bool = False      # write each shard's provenance file (--versioned, uncompressed TFRecord)
 
 
+@dataclasses.dataclass(frozen=True)
+class WriteSpec:
+    """WriteShards' settings. The label map and the run's fingerprint are not
+    here: they are PCollections, computed by the run (side inputs)."""
+    staging: str                       # the run's staging folder: shards get unique temporary names there
+    policy: ImagePolicy = ImagePolicy()  # how images are read, checked and re-encoded
+    compression: Compression = Compression.NONE
+    output_format: OutputFormat = OutputFormat.TFRECORD
+    feature_keys: tuple = ()           # ((default key, new key or ""), ...): --feature_keys
+    # True: this is each image's first read (one read per image), so it is validated here, as it is
+    # written. False: ValidateImages checked it before planning; it is read a second time and held to
+    # what was validated (a `changed` reject otherwise).
+    first_read: bool = True
+    index_files: bool = False          # a DALI index beside each shard (--index_files)
+    quality_rows: bool = False         # emit a quality.Row per record written, for CheckQuality
+    detection: Optional[DetectionSpec] = None  # --annotations: boxes checked and written here
+    reuse: Reuse = Reuse()             # resume area, previous version to copy from, provenance files
+    progress_dir: str = ""             # a local run's progress files
+
+
 class _WriteShardFn(beam.DoFn):
-    def __init__(self, staging: str, compression: Compression, policy: ImagePolicy,
-                 keys: dict, validate: bool, progress_dir: str = "", index_files: bool = False,
-                 output_format: OutputFormat = OutputFormat.TFRECORD, quality_rows: bool = False,
-                 reuse: Reuse = Reuse(), detection=None):
-        self._staging = staging
-        self._detection = detection  # DetectionSpec (--annotations): boxes checked and written here
-        self._quality_rows = quality_rows
-        self._index_files = index_files
-        self._output_format = output_format
-        self._compression = compression
+    def __init__(self, spec: WriteSpec):
+        self._staging = spec.staging
+        self._detection = spec.detection
+        self._quality_rows = spec.quality_rows
+        self._index_files = spec.index_files
+        self._output_format = spec.output_format
+        self._compression = spec.compression
         # Validating here, the hashes are computed a batch of records at a time (quality.hashes).
-        self._policy = dataclasses.replace(policy, hash_later=True) if validate and quality_rows else policy
-        self._keys = keys
-        self._validate = validate
-        self._progress_dir = progress_dir
-        self._reuse = reuse
+        self._policy = dataclasses.replace(spec.policy, hash_later=True) if spec.first_read and spec.quality_rows \
+            else spec.policy
+        self._keys = dict(spec.feature_keys)
+        self._first_read = spec.first_read
+        self._progress_dir = spec.progress_dir
+        self._reuse = spec.reuse
         self._records = beam.metrics.Metrics.counter("tfrecords", "records_written")
         self._bytes = beam.metrics.Metrics.counter("tfrecords", "bytes_written")
         self._shards = beam.metrics.Metrics.counter("tfrecords", "shards_written")
@@ -163,13 +182,13 @@ class _WriteShardFn(beam.DoFn):
         # The counters ValidateImages keeps, when validation happens here.
         self._valid = beam.metrics.Metrics.counter("tfrecords", "images_valid")
         self._rejected = beam.metrics.Metrics.counter(
-            "tfrecords", "images_rejected" if validate else "rejected_changed")
+            "tfrecords", "images_rejected" if spec.first_read else "rejected_changed")
 
     def setup(self):
         # Also with two reads: a damaged record of the previous version is read and validated here.
         configure_pillow(self._policy)
         self._progress = Progress(self._progress_dir, "write")
-        self._validated = Progress(self._progress_dir if self._validate else "", "validate")
+        self._validated = Progress(self._progress_dir if self._first_read else "", "validate")
         self._pool = None
         self._encoders: dict = {}  # label kind -> ExampleEncoder (the kind comes with the label map)
         self._done = None  # the resume area's done-records, when first needed
@@ -281,7 +300,7 @@ class _WriteShardFn(beam.DoFn):
         self._shards.inc()
         self._copied.inc(copied)
         self._rejected.inc(len(rejects) - counts["carried"])
-        if self._validate:
+        if self._first_read:
             self._valid.inc(writer.records - copied)
         self._progress.flush()
         self._validated.flush()
@@ -314,7 +333,7 @@ class _WriteShardFn(beam.DoFn):
         or "repair" (read because the previous version's copy is damaged)."""
         rec = unit.recs[0]
         if unit.kind == provenance.READ:
-            return [("read", rec, prepare(rec, self._policy, self._validate))]
+            return [("read", rec, prepare(rec, self._policy, self._first_read))]
         if unit.kind == provenance.REJECT:
             return [("carried", rec, Reject(rec.rel, rec.prev[1], rec.prev[2], rec.split or ""))]
         prev = self._reuse.previous
@@ -336,7 +355,7 @@ class _WriteShardFn(beam.DoFn):
                     log.warning("version %s: the record of %r in %s is damaged (%s); it is read from its source",
                                 prev.version, rec.rel, unit.shard, why)
                 clean = rec._replace(prev=())
-                out.append(("repair", clean, prepare(clean, self._policy, True)))
+                out.append(("repair", clean, prepare(clean, self._policy, first_read=True)))
             else:
                 out.append(("copy", rec, (framed, rec.prev[5])))
         return out
@@ -353,31 +372,18 @@ class _WriteShardFn(beam.DoFn):
 
 
 class WriteShards(beam.PTransform):
-    """`validate`: the records were not validated yet (one read per image);
-    else each file is read again and held to what was validated. `fingerprint`:
-    the run's (a singleton), which names the resume area (`reuse`)."""
+    """`label_map`: the run's (a singleton); `fingerprint`: the run's (a
+    singleton), which names the resume area (WriteSpec.reuse)."""
 
-    def __init__(self, staging: str, compression: Compression, policy: ImagePolicy,
-                 keys: dict, label_map, progress_dir: str = "", validate: bool = False,
-                 index_files: bool = False, output_format: OutputFormat = OutputFormat.TFRECORD,
-                 quality_rows: bool = False, fingerprint=None, reuse: Reuse = Reuse(), detection=None):
+    def __init__(self, spec: WriteSpec, label_map, fingerprint=None):
         super().__init__()
-        self._quality_rows = quality_rows
-        self._detection = detection
-        self._args = (staging, compression, policy, keys, validate)
-        self._index_files = index_files
-        self._output_format = output_format
+        self._spec = spec
         self._label_map = label_map
-        self._progress_dir = progress_dir
         self._fingerprint = fingerprint
-        self._reuse = reuse
 
     def expand(self, shard_inputs):
-        staging, compression, policy, keys, validate = self._args
         sides = [beam.pvalue.AsSingleton(self._label_map)]
         if self._fingerprint is not None:
             sides.append(beam.pvalue.AsSingleton(self._fingerprint))
-        return shard_inputs | "Write" >> beam.ParDo(
-            _WriteShardFn(staging, compression, policy, keys, validate, self._progress_dir, self._index_files,
-                          self._output_format, self._quality_rows, self._reuse, self._detection),
-            *sides).with_outputs(REJECTS, QUALITY, STATS, main="shards")
+        return shard_inputs | "Write" >> beam.ParDo(_WriteShardFn(self._spec), *sides).with_outputs(
+            REJECTS, QUALITY, STATS, main="shards")
