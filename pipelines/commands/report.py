@@ -61,6 +61,3 @@ def main(argv: Optional[list] = None) -> int:
     print(f"wrote {target} ({len(page) / 1e3:,.0f} KB) in {time.monotonic() - started:.1f} s: {budget.summary()}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
