@@ -19,7 +19,7 @@ from tfrecord_pipelines._version import __version__
 from tfrecord_pipelines.config import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, ConvertConfig, DuplicatePolicy, InputKind, InputSpec,
                               LabelSource, LabelSpec, LabelType, OutputSpec, QualitySpec, ShardSpec, SplitSource,
                               SplitSpec)
-from tfrecord_pipelines.split_flag import parse_pairs, parse_split, refuse_split_folders_as_classes  # noqa: F401 (re-exported)
+from tfrecord_pipelines.split_flag import parse_pairs, parse_split, refuse_split_folders_as_classes
 from tfrecord_pipelines.transforms.core import labels, provenance, publishable, tables
 from tfrecord_pipelines.transforms.core.errors import UsageError  # noqa: F401 (re-exported)
 from tfrecord_pipelines.transforms.core.features import DEFAULT_KEYS

@@ -20,7 +20,8 @@ from tfrecord_pipelines.parse import UsageError
 from tfrecord_pipelines.transforms.storage import run_lock
 
 
-def run(argv: Optional[list] = None, prog: str = "python -m tfrecord_pipelines.convert", check_only: bool = False) -> int:
+def run(argv: Optional[list] = None, prog: str = "python -m tfrecord_pipelines.convert",
+        check_only: bool = False) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return _run(argv, prog, check_only)
