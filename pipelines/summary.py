@@ -263,7 +263,7 @@ def print_check_outcome(options: PipelineOptions, cfg: ConvertConfig, outcome: s
 
 def print_check_summary(output: str, seconds: float, file=None) -> int:
     """The check's summary from check.json; returns the exit status (1: a
-    conversion would be refused for its rejects)."""
+    conversion would be refused: for its rejects, or as publishing would be)."""
     from tfrecord_pipelines.transforms.stages.check_report import CHECK_JSON, CHECK_REJECTS
     file = file or sys.stdout
     f = json.loads(fsutil.read_bytes(fsutil.join(output, CHECK_JSON)))
@@ -285,9 +285,14 @@ def print_check_summary(output: str, seconds: float, file=None) -> int:
         print(f"near duplicates: {nd['pairs']:,} pairs ({nd.get('across_splits', 0):,} across splits)", file=file)
     if (f.get("report") or {}).get("error"):
         print(f"warning: report.html was not written: {f['report']['error']}", file=sys.stderr)
+    for line in f.get("warnings") or []:
+        print(f"warning: {line}", file=sys.stderr)
     if not f.get("would_publish", True):
-        print(f"error: {c['rejected']:,} of {c['listed']:,} listed records ({c['rejected'] / c['listed']:.1%}) would "
-              f"be rejected, above --max_reject_fraction {f.get('max_reject_fraction')}: a conversion with these "
-              "options would publish nothing", file=sys.stderr)
+        if c["listed"] and c["rejected"] / c["listed"] > (f.get("max_reject_fraction") or 0):
+            print(f"error: {c['rejected']:,} of {c['listed']:,} listed records ({c['rejected'] / c['listed']:.1%}) "
+                  f"would be rejected, above --max_reject_fraction {f.get('max_reject_fraction')}: a conversion "
+                  "with these options would publish nothing", file=sys.stderr)
+        else:  # what the publish step would refuse (an empty or shrunken dataset, undecodable table rows)
+            print(f"error: a conversion with these options would be refused: {f.get('refusal')}", file=sys.stderr)
         return 1
     return 0
