@@ -1,7 +1,7 @@
 """Where a run's stderr goes: the local workers' to /dev/null, and Beam's
-bundle tracebacks out of ours. Kept free of Beam's import: this runs before the workers' zygote starts, and an
-import of Beam here would delay the zygote by a second (the zygote imports
-while the main process imports Beam)."""
+bundle tracebacks out of ours. Kept free of Beam's import: this runs before
+the workers' zygote starts, and an import of Beam here would delay the zygote
+by a second (the zygote imports while the main process imports Beam)."""
 from __future__ import annotations
 
 import contextlib

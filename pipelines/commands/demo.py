@@ -1,8 +1,9 @@
-"""`tfrecords demo`: the main job on a sample dataset: generate an image tree from the shipped
-photos (with two broken files, to show what happens to them), convert it into
-train/validation shards, verify the output and print a summary.
+"""`tfrecords demo`: the main job on a sample dataset. It generates an image
+tree from the shipped photos (with two broken files, to show what happens to
+them), converts it into train/validation shards, verifies the output and
+prints a summary.
 
-    tfrecords demo [--dir demo]      (or python -m tfrecord_pipelines.demo)
+    tfrecords demo [--dir demo]        (or: python -m tfrecord_pipelines.demo)
 """
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ import os
 import sys
 import time
 
-from tfrecord_pipelines import sample_data
+from tfrecord_pipelines import process, sample_data
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="tfrecords demo", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default="demo", help="folder for the sample data and the output")
     ap.add_argument("--classes", type=int, default=8)
     ap.add_argument("--per_class", type=int, default=40)
@@ -44,9 +45,9 @@ def main(argv=None) -> int:
     for err in report.errors:
         print(f"ERROR {err}", file=sys.stderr)
     if not report.ok:
-        return 1
+        return process.FAILED
     print(f"OK: {report.shards} shards, {report.records:,} records re-read; framing, CRCs, Examples, image "
           "checksums, counts and shard checksums match the manifest.")
     print(f"\nNext: tfrecords inspect {out}   |   the rejects are in {os.path.join(out, 'rejects.jsonl')}")
-    return 0
+    return process.OK
 

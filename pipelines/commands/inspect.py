@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Optional
 
+from tfrecord_pipelines import process
 from tfrecord_pipelines.commands.verify import add_io_timeout
 from tfrecord_pipelines.finished_output import no_manifest
 from tfrecord_pipelines.first_records import first_records, image_file_name, printable
@@ -43,8 +43,8 @@ def main(argv: Optional[list] = None) -> int:
     try:
         return _inspect(args)
     except StorageUnavailable as e:  # a bucket that stopped answering: one line, not a traceback
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        process.error(str(e))
+        return process.FAILED
 
 
 def _inspect(args) -> int:
@@ -52,18 +52,18 @@ def _inspect(args) -> int:
     try:
         m = layout.read_manifest(output)
     except FileNotFoundError:
-        print(f"error: {no_manifest(output).replace('tfrecords verify', 'tfrecords inspect')}", file=sys.stderr)
-        return 1
+        process.error(no_manifest(output).replace('tfrecords verify', 'tfrecords inspect'))
+        return process.FAILED
     except StorageUnavailable:
         raise
     except Exception as e:  # a malformed manifest (layout.ManifestError), an unreadable file
-        print(f"error: {layout.MANIFEST} of {output} cannot be read: {e}", file=sys.stderr)
-        return 1
+        process.error(f"{layout.MANIFEST} of {output} cannot be read: {e}")
+        return process.FAILED
     splits = [args.split] if args.split else list(m["splits"])
     unknown = [s for s in splits if s not in m["splits"]]
     if unknown:
-        print(f"error: no split {printable(unknown[0])!r}; splits are {list(m['splits'])}", file=sys.stderr)
-        return 2
+        process.error(f"no split {printable(unknown[0])!r}; splits are {list(m['splits'])}")
+        return process.USAGE
     roles = m.get("feature_roles", {})
     for split in splits:
         print(f"== {split}: {m['splits'][split]['records']:,} records in {m['splits'][split]['num_shards']} shards")
@@ -72,8 +72,8 @@ def _inspect(args) -> int:
         except StorageUnavailable:
             raise  # a bucket that stopped answering: said once, by main()
         except Exception as e:  # a shard that is not a file, damaged, or not Examples of the manifest's features
-            print(f"error: the records of split {split} cannot be read: {printable(str(e), 300)}", file=sys.stderr)
-            return 1
+            process.error(f"the records of split {split} cannot be read: {printable(str(e), 300)}")
+            return process.FAILED
         for i, rec in enumerate(records):
             print(f"-- record {i}")
             for key in sorted(rec):
@@ -86,4 +86,4 @@ def _inspect(args) -> int:
                 os.makedirs(args.save_images, exist_ok=True)
                 fsutil.write_bytes(path, image)  # a new file under that name (a link there is replaced, not followed)
                 print(f"   saved {path}")
-    return 0
+    return process.OK

@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Optional
 
+from tfrecord_pipelines import process
 from tfrecord_pipelines.finished_output import no_manifest
 from tfrecord_pipelines.reading_code import has_tfds_metadata, reading_code
 from tfrecord_pipelines.transforms.storage import fsutil, layout
@@ -23,10 +24,10 @@ def main(argv: Optional[list] = None) -> int:
     try:
         m = layout.read_manifest(output)
     except FileNotFoundError:
-        print(f"error: {no_manifest(output)}", file=sys.stderr)
-        return 1
+        process.error(no_manifest(output))
+        return process.FAILED
     except Exception as e:  # unreadable or malformed manifest
-        print(f"error: {layout.MANIFEST} cannot be read: {e}", file=sys.stderr)
-        return 1
+        process.error(f"{layout.MANIFEST} cannot be read: {e}")
+        return process.FAILED
     sys.stdout.write(reading_code(output, m, has_tfds_metadata(m)))
-    return 0
+    return process.OK

@@ -18,6 +18,7 @@ import argparse
 import sys
 from typing import Optional
 
+from tfrecord_pipelines import process
 from tfrecord_pipelines.transforms.core.units import human_bytes, plural
 from tfrecord_pipelines.transforms.storage import gcs
 from tfrecord_pipelines.transforms.storage.gcs import StorageUnavailable
@@ -60,23 +61,23 @@ def main(argv: Optional[list] = None) -> int:
         report = verify_output(args.output, deep=not args.fast, log=None if args.quiet else print,
                                decode=args.decode)
     except StorageUnavailable as e:  # a bucket that stopped answering: one line, not a traceback
-        print(f"error: {e}; nothing more was checked", file=sys.stderr)
-        return 1
+        process.error(f"{e}; nothing more was checked")
+        return process.FAILED
     if report.fatal:  # one line: there was nothing to verify
-        print(f"error: {report.errors[0]} (verify FAILED)", file=sys.stderr)
-        return 1
+        process.error(f"{report.errors[0]} (verify FAILED)")
+        return process.FAILED
     for err in report.errors:
         print(f"ERROR {err}", file=sys.stderr)
     if report.ok and not report.records:
         print(f"OK, but EMPTY: 0 records ({plural(report.shards, 'shard')}) match the manifest; a training job "
               "reading this dataset gets nothing")
-        return 0
+        return process.OK
     if report.ok:
         print(f"OK: {plural(report.shards, 'shard')}, {plural(report.records, 'record')}, "
               f"{human_bytes(report.bytes)} match the manifest")
         if not args.decode:
             print("note: images were not decoded, so whether each decodes in TensorFlow to its recorded height, "
                   "width and channels is not checked: run with --decode for that")
-        return 0
+        return process.OK
     print(f"FAILED: {len(report.errors)} problem(s) in {args.output}", file=sys.stderr)
-    return 1
+    return process.FAILED
