@@ -1,6 +1,8 @@
-"""`tfrecords spec OUT`: print ready-to-paste Python that reads this output
-(tf.data, TFDS, PyTorch, DALI, or Grain for ArrayRecord shards), generated
-from its manifest by reading_code.py."""
+"""`tfrecords spec OUT`: print ready-to-paste Python that reads this output.
+
+The code (tf.data, TFDS, PyTorch, DALI, or Grain for ArrayRecord shards) is
+generated from the output's manifest by reading_code.py.
+"""
 from __future__ import annotations
 
 import argparse

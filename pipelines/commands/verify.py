@@ -1,4 +1,4 @@
-"""`tfrecords verify OUT` (the checks: verification.py): re-read every shard and hold it against the manifest.
+"""`tfrecords verify OUT`: re-read every shard and hold it against the manifest.
 
 Checks, each failure naming the shard and, for record damage, the byte offset:
 the manifest exists and its counts reconcile; the folder holds exactly the
@@ -10,7 +10,7 @@ each label id (and each object's, for --annotations) is in the label map
 and matches its text; each split's label counts match the manifest's; no file is written twice (image/filename);
 with --decode, every image decodes with TensorFlow to its recorded shape;
 with --index_files, each shard's index names every record's offset and
-length, and no index is stale.
+length, and no index is stale. (The checks themselves: verification.py.)
 """
 from __future__ import annotations
 
