@@ -5,7 +5,7 @@ import re
 from setuptools import find_packages, setup
 
 HERE = pathlib.Path(__file__).parent
-VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "pipelines" / "__init__.py").read_text()).group(1)
+VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "pipelines" / "_version.py").read_text()).group(1)
 
 # pipelines/ is the package tfrecord_pipelines (the application and its API);
 # transforms/ (the library) is its subpackage tfrecord_pipelines.transforms.

@@ -471,7 +471,7 @@ def main(argv=None) -> int:
         t = time.time()
         for n in sizes:
             dataset.warm(datasets[n]["train"])
-        imports = "import tensorflow, apache_beam, PIL.Image, google_crc32c, tfrecord_pipelines.convert, bench.baselines"
+        imports = "import tensorflow, apache_beam, PIL.Image, google_crc32c, tfrecord_pipelines.commands.convert, bench.baselines"
         subprocess.run([sys.executable, "-c", imports], cwd=ROOT, env=env, check=False,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         log(f"warm-up (page cache, imports): {time.time() - t:.1f} s")

@@ -11,18 +11,17 @@ In your own Beam pipeline: `tfp.ToRecords` and `tfp.WriteDataset`.
 Importing this package imports neither Beam nor TensorFlow: each is imported
 by the first call that needs it.
 """
-__version__ = "0.1.0"
+import sys as _sys
+import types as _types
 
-import sys as _sys  # noqa: E402
-import types as _types  # noqa: E402
-
+from tfrecord_pipelines._version import __version__
 from tfrecord_pipelines.transforms.core.errors import (ConversionError, OutputError, RunError,  # noqa: E402
                                                        UsageError, VerificationError)
 
-# The commands' modules (tfrecord_pipelines/convert.py, ...) are also the API's
-# functions: `tfp.convert(...)` calls tfrecord_pipelines.api.convert, and
-# `python -m tfrecord_pipelines.convert` is the command. A submodule's name is
-# its package's attribute once imported, so the module itself is made callable.
+# The API's functions, by the commands' names: `tfp.convert(...)` calls
+# tfrecord_pipelines.api.convert. `tfrecord_pipelines.convert` is also a module
+# (convert.py, for `python -m tfrecord_pipelines.convert`) that an import
+# would make the package's attribute, so the package answers these names itself.
 _COMMANDS = ("convert", "check", "verify", "report", "spec")
 # name -> module holding it, imported on first use (PEP 562)
 _LAZY = {
@@ -37,34 +36,45 @@ __all__ = ["__version__", "ConversionError", "OutputError", "RunError", "UsageEr
            *_COMMANDS, *_LAZY]
 
 
-class _CommandModule(_types.ModuleType):
-    """A command's module that, called, runs the API's function of its name."""
+class _ApiFunction:
+    """api.NAME, imported on the first call (Beam with it); convert's and
+    check's signature are their keywords, read from the flags' declarations."""
+
+    def __init__(self, name: str):
+        self.__name__ = self.__qualname__ = name
+        self.__module__ = __name__
 
     def __call__(self, *args, **kwargs):
         from tfrecord_pipelines import api
-        return getattr(api, self.__name__.rsplit(".", 1)[1])(*args, **kwargs)
+        return getattr(api, self.__name__)(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<function tfrecord_pipelines.{self.__name__}>"
+
+    @property
+    def __doc__(self):
+        from tfrecord_pipelines import api
+        return getattr(api, self.__name__).__doc__
 
     @property
     def __signature__(self):
         import inspect
 
         from tfrecord_pipelines import api
-        name = self.__name__.rsplit(".", 1)[1]
-        if name in ("convert", "check"):
+        if self.__name__ in ("convert", "check"):
             from tfrecord_pipelines.keywords import signature
             return signature([inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d)
                               for n, d in (("progress", None), ("verbose", False))])
-        return inspect.signature(getattr(api, name))
+        return inspect.signature(getattr(api, self.__name__))
+
+
+_FUNCTIONS = {name: _ApiFunction(name) for name in _COMMANDS}
 
 
 class _Package(_types.ModuleType):
     def __getattribute__(self, name):
         if name in _COMMANDS:
-            import importlib
-            module = importlib.import_module(f"tfrecord_pipelines.{name}")
-            if type(module) is _types.ModuleType:
-                module.__class__ = _CommandModule
-            return module
+            return _FUNCTIONS[name]
         return super().__getattribute__(name)
 
 

@@ -8,8 +8,8 @@ typed errors instead of printing and exiting.
 
 The keywords are the command's flags (tfrecord_pipelines/keywords.py reads
 them from pipelines/options.py's declarations, Beam's own options included),
-and a conversion runs the command's own code path (convert.configure, then
-convert.execute under the run's lifecycle). Errors: UsageError (a ValueError)
+and a conversion runs the command's own code path (conversion.configure, then
+conversion.execute under the run's lifecycle). Errors: UsageError (a ValueError)
 for a bad option, before anything runs; ConversionError subclasses for a run
 that failed (TooManyRejects, LockHeld, RunError for a failure not of ours,
 the original as its __cause__). Nothing is printed unless asked: verbose=True
@@ -42,15 +42,15 @@ def convert(**options) -> ConversionResult:
     verbose = bool(options.pop("verbose", False))
     started = time.time()
     outcome, cfg, options_, runner, seconds = _run("convert", options, check_only=False)
-    import tfrecord_pipelines.convert as command
+    from tfrecord_pipelines import runtime, summary
     out = cfg.output
-    if outcome == "done" and not command.runtime.is_local(options_):
+    if outcome == "done" and not runtime.is_local(options_):
         outcome = "submitted"
     elif outcome == "done":
         outcome = "unchanged" if out.root and not _has_manifest(out.output) else "published"
     if verbose:
         with _quiet_logs(False):
-            command.report(options_, cfg, runner, "done" if outcome in ("published", "unchanged") else outcome,
+            summary.print_outcome(options_, cfg, runner, "done" if outcome in ("published", "unchanged") else outcome,
                            seconds)
     if outcome == "unchanged":
         from tfrecord_pipelines.transforms.storage import fsutil
@@ -71,7 +71,7 @@ def check(**options) -> CheckResult:
     if outcome != "done" or not runtime.is_local(options_):
         return CheckResult(output=cfg.output.output, seconds=seconds)
     if verbose:
-        from tfrecord_pipelines.check import print_check_summary
+        from tfrecord_pipelines.summary import print_check_summary
         print_check_summary(cfg.output.output, seconds)
     return CheckResult.read(cfg.output.output, seconds)
 
@@ -80,7 +80,7 @@ def verify(output, fast: bool = False, decode: bool = False, verbose: bool = Fal
     """`tfrecords verify`: re-reads every shard of `output` against its
     manifest. Returns the totals; raises VerificationError listing every
     problem (its `problems`), or OutputError when there is no readable manifest."""
-    from tfrecord_pipelines.verify import verify_output
+    from tfrecord_pipelines.verification import verify_output
     from tfrecord_pipelines.transforms.storage import fsutil
     out = fsutil.normalize_root(os.fspath(output))
     _manifest(out)  # an output that is not one: OutputError, as load() and spec() say it
@@ -113,12 +113,12 @@ def report(output, to: str = "", deadline: Optional[float] = None) -> ReportResu
 def spec(output) -> str:
     """`tfrecords spec`: Python source that reads `output` (tf.data, TFDS,
     PyTorch, DALI or Grain, as the output allows), from its manifest."""
-    from tfrecord_pipelines.spec import _has_tfds_metadata, reading_code
+    from tfrecord_pipelines.reading_code import has_tfds_metadata, reading_code
     from tfrecord_pipelines.transforms.storage import fsutil
     out = fsutil.normalize_root(os.fspath(output))
     if fsutil.is_local(out):
         out = os.path.abspath(out)
-    return reading_code(out, _manifest(out), _has_tfds_metadata(_manifest(out)))
+    return reading_code(out, _manifest(out), has_tfds_metadata(_manifest(out)))
 
 
 def options_help() -> str:
@@ -146,22 +146,22 @@ def _run(func: str, options: dict, check_only: bool):
 
 
 def _configured_run(argv: list, check_only: bool, debug: bool, source: str):
-    import tfrecord_pipelines.convert as command
+    from tfrecord_pipelines import conversion, lifecycle
     from tfrecord_pipelines.options import check_flags
     _stop_workers_at_exit()
     try:
         check_flags(argv)
-        options, cfg, runner = command.configure(argv, check_only)
+        options, cfg, runner = conversion.configure(argv, check_only)
     except UsageError as e:
         raise _named(e, argv, source) from None
     except Exception as e:  # e.g. an input we may not read
         if debug:
             raise
-        raise RunError(command.lifecycle.describe_failure(e, "")) from e
+        raise RunError(lifecycle.describe_failure(e, "")) from e
     if source:
         cfg = dataclasses.replace(cfg, inputs=dataclasses.replace(cfg.inputs, source=source))
     try:
-        outcome, seconds, _ = command.execute(options, cfg, runner, debug)
+        outcome, seconds, _ = conversion.execute(options, cfg, runner, debug)
     except (UsageError, KeyboardInterrupt):
         raise
     except Exception as e:
@@ -170,7 +170,7 @@ def _configured_run(argv: list, check_only: bool, debug: bool, source: str):
             raise
         if own is not None:  # ours, noted by a worker process or raised as the cause
             raise own from None
-        raise RunError(command.lifecycle.describe_failure(e, cfg.output.output, cfg.output.run_id)) from e
+        raise RunError(lifecycle.describe_failure(e, cfg.output.output, cfg.output.run_id)) from e
     return outcome, cfg, options, runner, seconds
 
 
@@ -255,8 +255,8 @@ def _manifest(out: str) -> dict:
     try:
         return layout.read_manifest(out)
     except FileNotFoundError:
-        from tfrecord_pipelines.verify import _no_manifest
-        raise OutputError(_no_manifest(out)) from None
+        from tfrecord_pipelines.finished_output import no_manifest
+        raise OutputError(no_manifest(out)) from None
     except Exception as e:  # malformed, unreadable
         raise OutputError(f"{layout.MANIFEST} of {out} cannot be read: {e}") from None
 

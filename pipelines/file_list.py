@@ -19,10 +19,10 @@ import posixpath
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from tfrecord_pipelines.split_flag import parse_split, refuse_split_folders_as_classes
 from tfrecord_pipelines.transforms.core import tables
 from tfrecord_pipelines.transforms.core.errors import UsageError
-from tfrecord_pipelines.transforms.core.specs import (KNOWN_SPLIT_FOLDERS, InputKind, InputSpec, SplitSource,
-                                                      SplitSpec)
+from tfrecord_pipelines.transforms.core.specs import KNOWN_SPLIT_FOLDERS, InputKind, InputSpec, SplitSource
 from tfrecord_pipelines.transforms.storage import fsutil
 
 _TOP_FOLDERS_SEEN = 1000  # more distinct top folders than this are classes, not splits
@@ -30,7 +30,6 @@ _TOP_FOLDERS_SEEN = 1000  # more distinct top folders than this are classes, not
 
 def list_input(o) -> tuple:
     """(InputSpec, SplitSpec, label source) for --file_list, or UsageError."""
-    from tfrecord_pipelines.parse import _refuse_split_folders_as_classes, parse_split
     listing = fsutil.normalize_root(o.file_list)
     if not FileSystems.exists(listing) or (fsutil.is_local(listing) and os.path.isdir(listing)):
         raise UsageError(f"--file_list {o.file_list!r}: no such file (a listing: one image path or gs:// URI a line)")
@@ -47,7 +46,7 @@ def list_input(o) -> tuple:
         raise UsageError("--split column needs a --label_table (a listing has no columns)")
     if o.label_from == "table":
         raise UsageError("--label_from table needs a --label_table (a listing has no label column)")
-    _refuse_split_folders_as_classes(o, sorted(tops), split_folders, split)
+    refuse_split_folders_as_classes(o, sorted(tops), split_folders, split)
     inputs = InputSpec(InputKind.TABLE, root, table=listing, table_format=tables.LIST_FORMAT,
                        table_encoding=encoding, path_column=tables.LIST_COLUMN,
                        allow_absolute_paths=o.allow_absolute_paths,

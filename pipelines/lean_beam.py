@@ -59,8 +59,15 @@ def local_files_only(argv: list) -> bool:
     return runner in _LOCAL_RUNNERS and not any("://" in str(a) for a in argv)
 
 
+def beam_version() -> str:
+    from importlib import metadata  # the installed version, without importing Beam
+    try:
+        return metadata.version("apache-beam")
+    except metadata.PackageNotFoundError:
+        return ""
+
+
 def available() -> bool:
-    from tfrecord_pipelines.local_worker import beam_version
     return os.environ.get(OFF_ENV, "1") != "0" and beam_version() in TESTED_BEAM_VERSIONS
 
 

@@ -21,9 +21,9 @@ from typing import Optional
 
 from tfrecord_pipelines import offline, output_guard, runtime, versions
 from tfrecord_pipelines.config import ConvertConfig
-from tfrecord_pipelines.parse import UsageError
-from tfrecord_pipelines.report import ProgressLine, TracebackFilter
-from tfrecord_pipelines.stderr import workers_stderr_to_log
+from tfrecord_pipelines.transforms.core.errors import UsageError
+from tfrecord_pipelines.progress_line import ProgressLine
+from tfrecord_pipelines.stderr import TracebackFilter, workers_stderr_to_log
 from tfrecord_pipelines.transforms.core import errors
 from tfrecord_pipelines.transforms.stages.publish import TooManyRejects
 from tfrecord_pipelines.transforms.storage import fsutil, layout, resume, run_lock, scratch
@@ -107,7 +107,7 @@ def reclaim_scratch(out=None) -> list:
     saying so on stderr (or `out`)."""
     removed = scratch.reclaim()
     if removed:
-        from tfrecord_pipelines.report import human_bytes
+        from tfrecord_pipelines.transforms.core.units import human_bytes
         shown = ", ".join(r.path for r in removed[:3]) + (", ..." if len(removed) > 3 else "")
         print(f"removed what {'a killed run' if len(removed) == 1 else 'killed runs'} left on this machine: "
               f"{len(removed)} folder{'s' if len(removed) > 1 else ''}, {human_bytes(sum(r.bytes for r in removed))} "

@@ -28,6 +28,8 @@ import sys
 import time
 from typing import Optional
 
+from tfrecord_pipelines.lean_beam import beam_version
+
 ENV = "TFRECORDS_WORKER_ZYGOTE"
 _CONNECT_SECONDS = 60.0
 _zygote: Optional[subprocess.Popen] = None
@@ -64,14 +66,6 @@ def worker_command() -> str:
 # the worker count asked for (tests/e2e/test_runtime.py); any other falls back to
 # Beam's own worker processes.
 TESTED_BEAM_VERSIONS = ("2.77.0",)
-
-
-def beam_version() -> str:
-    from importlib import metadata  # the installed version, without importing Beam
-    try:
-        return metadata.version("apache-beam")
-    except metadata.PackageNotFoundError:
-        return ""
 
 
 def available() -> bool:

@@ -58,7 +58,7 @@ def prepare(options) -> None:
     if not setup.requirements_file:
         return
     from packaging.requirements import InvalidRequirement, Requirement
-    from tfrecord_pipelines.parse import UsageError
+    from tfrecord_pipelines.transforms.core.errors import UsageError
     try:
         with open(setup.requirements_file, encoding="utf-8") as f:
             lines = f.read().splitlines()

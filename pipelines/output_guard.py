@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from tfrecord_pipelines.parse import UsageError
+from tfrecord_pipelines.transforms.core.errors import UsageError
 from tfrecord_pipelines.transforms.storage import fsutil, layout
 
 

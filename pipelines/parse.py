@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import posixpath
 import re
@@ -15,10 +14,12 @@ from typing import Optional
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from tfrecord_pipelines import __version__, offline, versions
+from tfrecord_pipelines import offline, versions
+from tfrecord_pipelines._version import __version__
 from tfrecord_pipelines.config import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, ConvertConfig, DuplicatePolicy, InputKind, InputSpec,
                               LabelSource, LabelSpec, LabelType, OutputSpec, QualitySpec, ShardSpec, SplitSource,
                               SplitSpec)
+from tfrecord_pipelines.split_flag import parse_pairs, parse_split, refuse_split_folders_as_classes
 from tfrecord_pipelines.transforms.core import labels, provenance, publishable, tables
 from tfrecord_pipelines.transforms.core.errors import UsageError  # noqa: F401 (re-exported)
 from tfrecord_pipelines.transforms.core.features import DEFAULT_KEYS
@@ -49,16 +50,6 @@ def parse_size(text: str) -> int:
 _DIGITS = re.compile(r"[0-9]{1,9}")
 
 
-def parse_pairs(text: str, flag: str) -> list[tuple[str, str]]:
-    pairs = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        if "=" not in part:
-            raise UsageError(f"{flag} {text!r}: {part!r} is not NAME=VALUE")
-        k, v = part.split("=", 1)
-        pairs.append((k.strip(), v.strip()))
-    return pairs
-
-
 def parse_num_shards(text: str) -> tuple:
     text = text.strip()
     if not text or text.lower() == "auto":
@@ -74,41 +65,6 @@ def parse_num_shards(text: str) -> tuple:
             raise UsageError(f"--num_shards {text!r}: expected N or SPLIT=N,... with N >= 1, or auto")
         out.append((name, int(v)))
     return tuple(out)
-
-
-def parse_split(text: str, have_split_folders: bool, have_split_column: bool) -> SplitSpec:
-    text = text.strip()
-    if text == "auto":
-        if have_split_column:
-            return SplitSpec(SplitSource.COLUMN)
-        if have_split_folders:
-            return SplitSpec(SplitSource.FOLDERS)
-        return SplitSpec(SplitSource.SINGLE, name="train")
-    if text == "folders":
-        return SplitSpec(SplitSource.FOLDERS)
-    if text == "column":
-        return SplitSpec(SplitSource.COLUMN)
-    if "=" not in text:
-        if not SPLIT_NAME.match(text):
-            raise UsageError(f"--split {text!r}: a split name is 1-64 letters, digits or '_' "
-                             "(or use auto, folders, column, or NAME=FRACTION,...)")
-        return SplitSpec(SplitSource.SINGLE, name=text)
-    ratios = []
-    for name, v in parse_pairs(text, "--split"):
-        if not SPLIT_NAME.match(name):
-            raise UsageError(f"--split {text!r}: split name {name!r} must be 1-64 letters, digits or '_'")
-        if not labels.is_float(v):
-            raise UsageError(f"--split {text!r}: fraction {v!r} of {name!r} is not a number")
-        f = float(v)
-        if not (0 < f <= 1) or not math.isfinite(f):
-            raise UsageError(f"--split {text!r}: fraction {v} of {name!r} must be in (0, 1]")
-        ratios.append((name, f))
-    if len({n for n, _ in ratios}) != len(ratios):
-        raise UsageError(f"--split {text!r} names a split twice")
-    total = sum(f for _, f in ratios)
-    if abs(total - 1) > 1e-6:
-        raise UsageError(f"--split {text!r}: fractions add up to {total:g}; they must add up to 1")
-    return SplitSpec(SplitSource.RATIOS, ratios=tuple(ratios))
 
 
 def load_label_map(path: str) -> tuple:
@@ -303,7 +259,7 @@ def _folder_input(o) -> tuple[InputSpec, SplitSpec, str]:
         raise UsageError(f"--split folders: {o.input!r} has no sub-folders to name the splits")
     if o.label_from == "table":
         raise UsageError("--label_from table needs a --label_table")
-    _refuse_split_folders_as_classes(o, subdirs, split_folders, split)
+    refuse_split_folders_as_classes(o, subdirs, split_folders, split)
     include = tuple(p.strip() for p in o.include.split(",") if p.strip()) or ("*",)
     inputs = InputSpec(InputKind.FOLDER, root, include=include, split_folders=split.source is SplitSource.FOLDERS)
     return inputs, split, o.label_from
@@ -325,19 +281,6 @@ def _not_a_folder(given: str, root: str) -> str:
                 "(root/<class>/<image>)")
     return (f"--input {given!r} is a file, not a folder of images: for a label table use --label_table "
             f"{given} (its paths are relative to its folder, or to --image_root)")
-
-
-def _refuse_split_folders_as_classes(o, subdirs: list, split_folders: bool, split: SplitSpec) -> None:
-    """Top folders train/ val/ under ratio or single-name splits would become
-    the class labels ("train", "val") of every image: refuse, saying how to go on."""
-    folder_labels = o.label_from == "folder" or (o.label_from == "auto" and not o.label_regex)
-    if not split_folders or split.source is SplitSource.FOLDERS or not folder_labels or o.label_depth != 1:
-        return
-    shown = ", ".join(sorted(d + "/" for d in subdirs))
-    raise UsageError(f"--split {o.split}: the top folders of --input ({shown}) look like splits, so every image "
-                     f"would be labelled with its split folder's name. Use --split folders to keep those splits "
-                     f"(the class is the folder below them), or, to draw new splits over all images with the class "
-                     f"one level down, add --label_depth 2")
 
 
 def _table_input(o) -> tuple[InputSpec, SplitSpec, str]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from tfrecord_pipelines import __version__
+from tfrecord_pipelines._version import __version__
 from tfrecord_pipelines.config import Compression, ConvertConfig
 from tfrecord_pipelines.transforms.core import fingerprint, publishable
 from tfrecord_pipelines.transforms.core.fingerprint import FINGERPRINT

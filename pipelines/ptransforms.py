@@ -63,7 +63,8 @@ def beam_config(**options) -> ConvertConfig:
 
     from tfrecord_pipelines.keywords import to_argv
     from tfrecord_pipelines.options import ConvertOptions, check_flags
-    from tfrecord_pipelines.parse import build_config, parse_split
+    from tfrecord_pipelines.parse import build_config
+    from tfrecord_pipelines.split_flag import parse_split
     from tfrecord_pipelines.transforms.storage import fsutil
     for name, why in _NOT_HERE.items():
         if options.get(name) not in (None, "", False):

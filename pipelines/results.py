@@ -52,7 +52,7 @@ class ConversionResult:
         """The command's summary of this output."""
         if not self.manifest:
             return f"{self.outcome}: {self.output}"
-        from tfrecord_pipelines.report import print_summary
+        from tfrecord_pipelines.summary import print_summary
         buf = io.StringIO()
         print_summary(self.output, self.seconds, out=buf)
         return buf.getvalue().strip("\n")

@@ -1,7 +1,7 @@
-"""Where the local workers' stderr goes. Kept apart from tfrecord_pipelines/report.py,
-which imports Beam: this runs before the workers' zygote starts, and an
-import of Beam here would delay the zygote by a second (the zygote imports
-while the main process imports Beam)."""
+"""Where a run's stderr goes: the local workers' to /dev/null, and Beam's
+bundle tracebacks out of ours. Kept free of Beam's import: this runs before
+the workers' zygote starts, and an import of Beam here would delay the zygote
+by a second (the zygote imports while the main process imports Beam)."""
 from __future__ import annotations
 
 import contextlib
@@ -42,3 +42,26 @@ def workers_stderr_to_log(enabled: bool = True):
             sys.stderr = real
         os.dup2(saved, 2)
         os.close(saved)
+
+
+class TracebackFilter:
+    """A stderr that drops the tracebacks Beam's in-process SDK worker prints
+    for a failed bundle (the failure reaches the caller as an exception and is
+    reported once); everything else passes through."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._dropped = False
+
+    def write(self, text: str) -> int:
+        if text.startswith("Traceback (most recent call last):"):
+            self._dropped = True
+            return len(text)
+        if self._dropped and text == "\n":  # print()'s line end after the dropped text
+            self._dropped = False
+            return len(text)
+        self._dropped = False
+        return self._stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)

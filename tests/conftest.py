@@ -106,7 +106,7 @@ def convert(*args, in_memory: bool = True) -> int:
     in_memory mode, or (in_memory=False) with worker processes on all cores,
     even for an input small enough to run in-process by default
     (pipelines/small_run.py)."""
-    from tfrecord_pipelines.convert import run
+    from tfrecord_pipelines.commands.convert import run
     extra = ["--progress", "off"]
     if in_memory and not any(str(a).startswith("--direct_running_mode") for a in args):
         extra += ["--direct_running_mode", "in_memory"]

@@ -176,7 +176,7 @@ if _FOLDER:
             _wrap(module, "publish", "publish")
         elif name == "tfrecord_pipelines.transforms.storage.report_data":
             _wrap(module, "write_report_safely", "report")
-        elif name == "tfrecord_pipelines.report":
+        elif name == "tfrecord_pipelines.summary":
             _wrap(module, "print_summary", "summary")
         elif name == "tfrecord_pipelines.local_worker":
             _wrap(module, "preload", "zygote preload")
@@ -184,7 +184,7 @@ if _FOLDER:
     WATCH = set(HEAVY) | {"tfrecord_pipelines.runtime", "tfrecord_pipelines.lifecycle", "tfrecord_pipelines.pipeline",
                           "apache_beam.pipeline", "apache_beam.runners.portability.fn_api_runner.fn_runner",
                           "tfrecord_pipelines.transforms.stages.publish",
-                          "tfrecord_pipelines.transforms.storage.report_data", "tfrecord_pipelines.report",
+                          "tfrecord_pipelines.transforms.storage.report_data", "tfrecord_pipelines.summary",
                           "tfrecord_pipelines.local_worker"}
 
     class _Finder(importlib.abc.MetaPathFinder):

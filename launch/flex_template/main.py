@@ -59,7 +59,7 @@ def _given(argv: list, *names: str) -> bool:
 
 
 def template_argv(argv: list, env=None) -> list:
-    """The launcher's arguments, made into what tfrecord_pipelines.convert.run takes."""
+    """The launcher's arguments, made into what tfrecord_pipelines.commands.convert.run takes."""
     env = os.environ if env is None else env
     _, switches, typed = _option_kinds()
     out: list = []
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     ours = _option_kinds()[0]
     shown = [a for a in args if a.startswith("--") and a[2:].partition("=")[0] in ours]
     print("tfrecords flex template: converting with " + " ".join(shown), flush=True)
-    from tfrecord_pipelines.convert import run
+    from tfrecord_pipelines.commands.convert import run
     return run(args, prog="flex template")
 
 

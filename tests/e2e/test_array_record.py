@@ -98,7 +98,8 @@ def test_a_grain_global_shuffle_yields_every_example_once_with_its_label(both):
 def test_verify_passes_and_finds_damage(both, tmp_path, capsys):
     import shutil
 
-    from tfrecord_pipelines.verify import main, verify_output
+    from tfrecord_pipelines.commands.verify import main
+    from tfrecord_pipelines.verification import verify_output
     _, _, _, ar_out = both
     report = verify_output(ar_out, decode=True)
     assert report.ok, report.errors
@@ -120,7 +121,7 @@ def test_verify_passes_and_finds_damage(both, tmp_path, capsys):
 
 
 def test_inspect_reads_array_record(both, capsys):
-    from tfrecord_pipelines.inspect_output import main
+    from tfrecord_pipelines.commands.inspect import main
     ar_out = both[3]
     assert main([ar_out, "--split", "train", "-n", "2"]) == 0
     out = capsys.readouterr().out
@@ -191,7 +192,7 @@ def test_flags_that_make_no_sense_are_refused(tmp_path, capsys, flag):
 def test_gcs_round_trip(gcs, both, tmp_path):  # noqa: F811 (fixture)
     """Written to a bucket (a local temp file uploaded), verified there, and the
     same bytes as the local output."""
-    from tfrecord_pipelines.verify import verify_output
+    from tfrecord_pipelines.verification import verify_output
     root, _, _, ar_out = both
     prefix = "ar/out"
     assert convert("--input", root, "--output", f"gs://{BUCKET}/{prefix}", *ARGS,

@@ -16,7 +16,7 @@ CHECK_FILES = {"report.html", "check.json", "check-rejects.jsonl"}
 
 
 def check(*args) -> int:
-    from tfrecord_pipelines.check import run
+    from tfrecord_pipelines.commands.check import run
     return run([str(a) for a in args] + ["--progress", "off", "--direct_running_mode", "in_memory"])
 
 
@@ -149,7 +149,7 @@ def test_check_builds_as_a_dataflow_job_without_shard_stages(gcs, tmp_path, capt
     (not submitted): validation and the check's report stage, no shard
     planning, writing or publishing; every DoFn and CombineFn unpickles in a
     fresh interpreter, as on a worker; the output's lock is released."""
-    from tfrecord_pipelines.check import run
+    from tfrecord_pipelines.commands.check import run
     local = str(tmp_path / "imgs")
     make_tree(local, per_class=3)
     upload_tree(local, "chk1/in")

@@ -123,7 +123,7 @@ def test_tfrecords_help():
 def test_progress_line_and_counters(tmp_path, capsys):
     root, out = str(tmp_path / "imgs"), str(tmp_path / "out")
     make_tree(root, per_class=4)
-    from tfrecord_pipelines.convert import run
+    from tfrecord_pipelines.commands.convert import run
     assert run(["--input", root, "--output", out, "--progress", "on", "--direct_running_mode", "in_memory"]) == 0
     err = capsys.readouterr().err
     final = err.strip().splitlines()[-1]

@@ -95,7 +95,7 @@ def test_dry_run_builds_the_dataflow_job(gcs, tmp_path, capture_jobs, capsys, in
     make_tree(local, per_class=3)
     upload_tree(local, "df1/in")
     out = f"gs://{BUCKET}/df1/out"
-    from tfrecord_pipelines.convert import run
+    from tfrecord_pipelines.commands.convert import run
     rc = run(["--input", f"gs://{BUCKET}/df1/in", "--output", out, "--num_shards", "2",
               "--split", "train=0.7,validation=0.3",
               "--runner", "DataflowRunner", "--dry_run", "True", "--project", PROJECT, "--region", REGION,
@@ -133,7 +133,7 @@ def test_dry_run_builds_the_dataflow_job(gcs, tmp_path, capture_jobs, capsys, in
     import tarfile
     with tarfile.open(staged["workflow.tar.gz"]) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    assert {"pipelines/convert.py", "transforms/stages/write_shards.py", "setup.py"} <= names
+    assert {"pipelines/convert.py", "pipelines/commands/convert.py", "transforms/stages/write_shards.py", "setup.py"} <= names
 
     # Every DoFn and CombineFn unpickles in a fresh interpreter (as on a worker).
     check_functions_unpickle(pp, tmp_path, installed_package)
@@ -616,7 +616,7 @@ def test_flex_template_entry_point_dry_run_needs_no_network(tmp_path):
 
 
 def test_dry_run_with_a_runner_that_would_run_the_job_is_refused(capsys):
-    from tfrecord_pipelines.convert import run
+    from tfrecord_pipelines.commands.convert import run
     assert run(["--input", "gs://b/in", "--output", "gs://b/out", "--runner", "PortableRunner",
                 "--job_endpoint", "localhost:1", "--dry_run", "True"]) == 2
     assert "only DataflowRunner builds a job without running it" in capsys.readouterr().err

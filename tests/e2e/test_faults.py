@@ -16,7 +16,7 @@ import apache_beam as beam
 from apache_beam.internal import pickler
 
 from conftest import ROOT, convert, image_bytes, manifest, shard_files, write
-from tfrecord_pipelines.verify import verify_output
+from tfrecord_pipelines.verification import verify_output
 
 
 @pytest.fixture(scope="module")
@@ -240,7 +240,7 @@ def _start(args, seconds: float = 0.0, gate: str = "", slow_reads_under: str = "
                  "        while True:\n"
                  "            time.sleep(1)\n"
                  "sys.addaudithook(hold)\n")
-    code += "from tfrecord_pipelines.convert import run\nsys.exit(run(sys.argv[1:]))\n"
+    code += "from tfrecord_pipelines.commands.convert import run\nsys.exit(run(sys.argv[1:]))\n"
     return subprocess.Popen([sys.executable, "-c", code, *args, "--progress", "off",
                              "--direct_running_mode", "in_memory"], cwd=ROOT, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -41,7 +41,7 @@ def test_gs_to_gs_multi_process(gcs, tmp_path):
     m = check_output("out1", str(tmp_path / "dl"), labels, local)
     assert m["rejects_by_reason"] == {"not_an_image": 1}
 
-    from tfrecord_pipelines.verify import verify_output
+    from tfrecord_pipelines.verification import verify_output
     report = verify_output(out)
     assert report.ok, report.errors
     assert report.records == len(labels)
@@ -85,8 +85,8 @@ def test_verify_and_inspect_on_gs(gcs, tmp_path, capsys):
     make_tree(local, per_class=2)
     out = f"gs://{BUCKET}/out4"
     assert convert("--input", local, "--output", out) == 0
-    from tfrecord_pipelines.inspect_output import main as inspect_main
-    from tfrecord_pipelines.verify import main as verify_main
+    from tfrecord_pipelines.commands.inspect import main as inspect_main
+    from tfrecord_pipelines.commands.verify import main as verify_main
     assert verify_main([out, "--quiet"]) == 0
     assert inspect_main([out, "-n", "1"]) == 0
     assert "image/class/text" in capsys.readouterr().out

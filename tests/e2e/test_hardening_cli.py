@@ -180,6 +180,6 @@ def test_number_flags_use_the_strict_grammar(tmp_path, capsys, args, message):
 
 def test_version_alone_prints_the_tool_version_in_convert(capsys):
     from tfrecord_pipelines import __version__
-    from tfrecord_pipelines.convert import run
+    from tfrecord_pipelines.commands.convert import run
     assert run(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"tfrecords {__version__}"

@@ -97,7 +97,7 @@ def test_a_two_column_table_still_uses_its_second_column(tmp_path):
 # ---- 2. no record written ---------------------------------------------------------------------------------------------
 
 def test_an_empty_input_publishes_nothing_unless_allowed(tmp_path, capsys):
-    from tfrecord_pipelines.verify import main as verify
+    from tfrecord_pipelines.commands.verify import main as verify
     images, out = str(tmp_path / "share"), str(tmp_path / "out")
     for c in ("cat", "dog"):  # class folders whose files are not there (an unmounted share)
         os.makedirs(os.path.join(images, c))

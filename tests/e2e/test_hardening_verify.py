@@ -7,7 +7,7 @@ import os
 import pytest
 
 from conftest import convert, converted, make_tree
-from tfrecord_pipelines.verify import main as verify_main
+from tfrecord_pipelines.commands.verify import main as verify_main
 
 SHARD = "train-00000-of-00001.tfrecord"
 

@@ -203,7 +203,7 @@ def test_spec_code_holds_only_its_own_statements_whatever_the_version(good):
     printed module's statements are the same as for an honest manifest."""
     import ast
 
-    from tfrecord_pipelines.spec import reading_code
+    from tfrecord_pipelines.reading_code import reading_code
 
     def statements(code):
         return [type(n).__name__ for n in ast.parse(code.split("# ---- PyTorch:")[0]).body]
@@ -335,14 +335,14 @@ def test_a_malformed_manifest_is_one_error_line_for_every_command(scene, case, c
     """Every command, in this process through the CLI's own entry (fast), and
     for every fourth case one of them (in turn) as a process of its own: one
     `error:` line, exit 1."""
-    from tfrecord_pipelines import cli as tcli
-    from tfrecord_pipelines import inspect_output, report_cmd, spec, verify
+    from tfrecord_pipelines.commands import inspect, report, spec, verify
+    from tfrecord_pipelines.process import one_line_failure
     out, canary, _ = scene
     _damaged(out, case)
-    mains = {"verify": verify.main, "inspect": inspect_output.main, "spec": spec.main, "report": report_cmd.main}
+    mains = {"verify": verify.main, "inspect": inspect.main, "spec": spec.main, "report": report.main}
     for cmd in COMMANDS:
         capsys.readouterr()
-        code = tcli.read_output(cmd, mains[cmd], [out])
+        code = one_line_failure(cmd, mains[cmd], [out])
         got = capsys.readouterr()
         lines = got.err.strip().splitlines()
         assert code == 1 and len(lines) == 1 and lines[0].startswith("error: "), (cmd, got.err[-2000:])

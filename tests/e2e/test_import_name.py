@@ -32,7 +32,7 @@ def test_a_users_transforms_and_pipelines_modules_do_not_clash(tmp_path, where, 
     p = _run([sys.executable, "-c", "import transforms"], project, installed)
     assert "the user's own transforms.py was imported" in p.stderr, p.stderr[-2000:]
     # ...and ours import regardless.
-    code = "import tfrecord_pipelines.convert, tfrecord_pipelines.transforms.stages.write_shards; print('ok')"
+    code = "import tfrecord_pipelines.commands.convert, tfrecord_pipelines.transforms.stages.write_shards; print('ok')"
     p = _run([sys.executable, "-c", code], project, installed)
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr[-2000:]
     p = _run([sys.executable, "-c", "import tfrecord_pipelines as t; print(t.__file__)"], project, installed)

@@ -402,7 +402,7 @@ def _start(args: list, slow_reads_under: str = "", seconds: float = 0.0, hold_re
                  f"            open({gate + '.reached'!r}, 'w').close()\n"
                  "            while True:\n                time.sleep(1)\n"
                  "sys.addaudithook(hold)\n")
-    code += "from tfrecord_pipelines.convert import run\nsys.exit(run(sys.argv[1:]))\n"
+    code += "from tfrecord_pipelines.commands.convert import run\nsys.exit(run(sys.argv[1:]))\n"
     return subprocess.Popen([sys.executable, "-c", code, *args, "--progress", "off", "--direct_running_mode",
                              "in_memory"], cwd=ROOT, start_new_session=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

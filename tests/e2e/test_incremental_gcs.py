@@ -124,7 +124,7 @@ def test_a_killed_run_into_a_bucket_resumes_from_its_resume_area(gcs, tmp_path, 
             f"    if event == 'open' and isinstance(a[0], str) and a[0].startswith({prefix!r}):\n"
             "        time.sleep(0.05)\n"
             "sys.addaudithook(slow)\n"
-            "from tfrecord_pipelines.convert import run\nsys.exit(run(sys.argv[1:]))\n")
+            "from tfrecord_pipelines.commands.convert import run\nsys.exit(run(sys.argv[1:]))\n")
     proc = subprocess.Popen([sys.executable, "-c", code, *args, "--progress", "off", "--direct_running_mode",
                              "in_memory"], cwd=ROOT, start_new_session=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=dict(os.environ))

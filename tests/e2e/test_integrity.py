@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from conftest import ROOT, convert, make_tree, manifest, read_examples, scalar, shard_files, write
-from tfrecord_pipelines.verify import verify_output
+from tfrecord_pipelines.verification import verify_output
 from tfrecord_pipelines.transforms.storage import fsutil, layout
 
 
@@ -177,7 +177,7 @@ def test_unreadable_manifest_is_an_incomplete_dataset(tree, tmp_path, capsys):
 
 
 def _convert_in_subprocess(*args) -> subprocess.CompletedProcess:
-    code = "import sys\nfrom tfrecord_pipelines.convert import run\nsys.exit(run(sys.argv[1:]))\n"
+    code = "import sys\nfrom tfrecord_pipelines.commands.convert import run\nsys.exit(run(sys.argv[1:]))\n"
     return subprocess.run([sys.executable, "-c", code, *args, "--progress", "off", "--direct_running_mode",
                            "in_memory"], cwd=ROOT, capture_output=True, text=True, timeout=300)
 

@@ -32,7 +32,7 @@ def package_files() -> set:
     return out
 
 
-VERSION = re.search(r'__version__ = "([^"]+)"', open(os.path.join(ROOT, "pipelines", "__init__.py")).read()).group(1)
+VERSION = re.search(r'__version__ = "([^"]+)"', open(os.path.join(ROOT, "pipelines", "_version.py")).read()).group(1)
 
 
 def clean_env(**extra) -> dict:

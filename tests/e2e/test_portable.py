@@ -107,7 +107,7 @@ def _outputs_match(direct: str, portable: str, files: dict) -> None:
 
 
 def test_portable_runner_gives_the_direct_runners_output(portable, tmp_path, capsys):
-    from tfrecord_pipelines.convert import run
+    from tfrecord_pipelines.commands.convert import run
     root = str(tmp_path / "imgs")
     messy_tree(root)
     direct, port = str(tmp_path / "direct"), str(tmp_path / "portable")
@@ -124,7 +124,7 @@ def test_portable_runner_gives_the_direct_runners_output(portable, tmp_path, cap
 
 
 def test_portable_runner_from_and_to_a_bucket(portable, tmp_path):
-    from tfrecord_pipelines.convert import run
+    from tfrecord_pipelines.commands.convert import run
     root = str(tmp_path / "imgs")
     messy_tree(root)
     upload_tree(root, "portable/in")
@@ -144,7 +144,7 @@ def test_a_worker_pool_whose_python_lacks_beam_is_diagnosed(gcs, tmp_path, capsy
     """The pool starts workers with the `python` first on its PATH. One without
     Beam (here a fresh virtualenv's) dies at once; the job used to wait for its
     300 s timeout in silence. The launcher asks the pool for a worker first."""
-    from tfrecord_pipelines.convert import run
+    from tfrecord_pipelines.commands.convert import run
     bare = str(tmp_path / "bare")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", bare], check=True, timeout=120)
     assert subprocess.run([os.path.join(bare, "bin", "python"), "-c", "import apache_beam"],

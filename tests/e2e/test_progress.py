@@ -1,4 +1,4 @@
-"""The progress bar (pipelines/report.py, tqdm): where a person watches (a
+"""The progress bar (pipelines/progress_line.py, tqdm): where a person watches (a
 terminal; a notebook is told apart the way tqdm.auto does), the images listed,
 then the images done out of their total with the rate and the time left; off
 elsewhere unless asked for. Runs in a real pseudo-terminal."""
@@ -22,7 +22,7 @@ SLOW = ("import os, sys, time\n"
         "    if event == 'open' and isinstance(a[0], str) and a[0].startswith(sys.argv[1]):\n"
         "        time.sleep(0.02)\n"
         "sys.addaudithook(hook)\n"
-        "from tfrecord_pipelines.convert import run\nsys.exit(run(sys.argv[2:]))\n")
+        "from tfrecord_pipelines.commands.convert import run\nsys.exit(run(sys.argv[2:]))\n")
 
 
 def _run(args: list, root: str, tty: bool, size=None) -> tuple:
@@ -99,7 +99,7 @@ def test_no_bar_where_nobody_watches_unless_asked(tmp_path):
 
 
 def test_where_nobody_watches_a_stall_is_still_one_line(tmp_path, capsys):
-    from tfrecord_pipelines.report import ProgressLine
+    from tfrecord_pipelines.progress_line import ProgressLine
     from tfrecord_pipelines.transforms.storage.progress import Progress, expect
     folder = str(tmp_path / "progress")
     os.makedirs(folder)

@@ -307,7 +307,7 @@ def test_overwrite_removes_stale_shards_of_another_compression_and_split(tmp_pat
     assert sorted(n for n in os.listdir(out) if "-of-" in n) == ["train-00000-of-00002.tfrecord",
                                                                  "train-00001-of-00002.tfrecord"]
     check_against_source(out, labels, root)
-    from tfrecord_pipelines.verify import verify_output
+    from tfrecord_pipelines.verification import verify_output
     assert verify_output(out).ok
 
 
@@ -341,7 +341,7 @@ def _rewrite_shard(out: str, split: str, change) -> str:
 
 
 def test_verify_checks_feature_types_and_fast_skips_image_hashes(tmp_path, capsys):
-    from tfrecord_pipelines.verify import main as verify_main
+    from tfrecord_pipelines.commands.verify import main as verify_main
     root = str(tmp_path / "images")
     make_tree(root, per_class=2)
     base = str(tmp_path / "clean")

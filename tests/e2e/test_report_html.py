@@ -322,7 +322,7 @@ def test_tfrecords_report_rebuilds_the_page_locally(output, capsys):
 
 
 def test_tfrecords_report_on_a_bucket(gcs, output, tmp_path):
-    from tfrecord_pipelines.report_cmd import main as report
+    from tfrecord_pipelines.commands.report import main as report
     root, _ = output
     out = f"gs://{BUCKET}/reported"
     assert convert("--input", root, "--output", out, "--max_reject_fraction", "1") == 0
@@ -452,7 +452,7 @@ def test_the_deadline_holds_while_thumbnails_are_decoding(tmp_path, capsys):
     """Rejected files (unknown labels: previewable) that take seconds each to
     decode, under the per-image cap: `tfrecords report --deadline` returns
     by its deadline (0.5 s here), the page says what was cut and where the time went."""
-    from tfrecord_pipelines.report_cmd import main as report_main
+    from tfrecord_pipelines.commands.report import main as report_main
     from tfrecord_pipelines.transforms.storage import report_data
     root = str(tmp_path / "images")
     make_tree(root, per_class=2)
@@ -484,7 +484,7 @@ def test_the_deadline_holds_while_thumbnails_are_decoding(tmp_path, capsys):
 
 
 def test_the_progress_line_says_the_report_is_being_built(tmp_path, monkeypatch):
-    from tfrecord_pipelines.report import ProgressLine
+    from tfrecord_pipelines.progress_line import ProgressLine
     from tfrecord_pipelines.transforms.core.errors import NOTES_ENV
     from tfrecord_pipelines.transforms.storage import progress
     folder = str(tmp_path / "run")

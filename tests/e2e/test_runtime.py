@@ -23,7 +23,7 @@ def many_images(tmp_path):
 
 
 def _run_two_workers(root: str, out: str, caplog) -> set:
-    from tfrecord_pipelines.convert import run
+    from tfrecord_pipelines.commands.convert import run
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="tfrecords.run"):
         # --progress on: each worker process reports its work to a file named by its pid

@@ -36,7 +36,7 @@ def _held_run(args: list, tmpdir: str, gate: str, input_root: str) -> subprocess
             "        while True:\n"
             "            time.sleep(1)\n"
             "sys.addaudithook(hook)\n"
-            "from tfrecord_pipelines.convert import run\nsys.exit(run(sys.argv[1:]))\n")
+            "from tfrecord_pipelines.commands.convert import run\nsys.exit(run(sys.argv[1:]))\n")
     return subprocess.Popen([sys.executable, "-c", code, *args, "--progress", "off", "--direct_running_mode",
                              "in_memory"], cwd=ROOT, env=_env(tmpdir), start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -57,7 +57,7 @@ def test_a_small_input_runs_in_process_and_writes_what_workers_write(small, tmp_
     from apache_beam.transforms import environments
 
     from tfrecord_pipelines import runtime, small_run
-    from tfrecord_pipelines.convert import run
+    from tfrecord_pipelines.commands.convert import run
     argv = ["--input", small, "--output", str(tmp_path / "here"), *ARGS]
     assert small_run.in_process(argv)
     try:
@@ -107,7 +107,7 @@ def _cli_run(argv: list, env: dict) -> tuple:
             "from tfrecord_pipelines import runtime\n"
             f"argv = {argv!r}\n"
             "runtime.prestart(argv)\n"
-            "from tfrecord_pipelines.convert import run\n"
+            "from tfrecord_pipelines.commands.convert import run\n"
             "rc = run(argv)\n"
             f"print(json.dumps([rc, [m for m in {NEVER!r} if m in sys.modules]]))\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600,

@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from conftest import converted
-from tfrecord_pipelines.verify import main as verify_main
+from tfrecord_pipelines.commands.verify import main as verify_main
 
 FIRST = "train-00000-of-00002.tfrecord"
 
@@ -116,7 +116,7 @@ def test_image_bytes_swapped_inside_a_valid_record(copy, capsys):
 
 
 def test_inspect_prints_records_and_saves_images(good, tmp_path, capsys):
-    from tfrecord_pipelines.inspect_output import main as inspect_main
+    from tfrecord_pipelines.commands.inspect import main as inspect_main
     folder = str(tmp_path / "imgs")
     assert inspect_main([good, "-n", "2", "--save_images", folder]) == 0
     text = capsys.readouterr().out

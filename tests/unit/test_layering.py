@@ -2,7 +2,13 @@
 library (transforms/), never the reverse; inside the library, the stages
 (transforms/stages/) use the I/O helpers (transforms/storage/), which use the
 pure logic (transforms/core/), which imports neither, nor Beam. So the pure
-logic is tested without Beam, and a stage never reaches into another."""
+logic is tested without Beam, and a stage never reaches into another.
+
+Inside the application: the dispatcher (cli.py) routes to the commands
+(pipelines/commands/, one module each), which call the application's modules
+(api.py and what it calls), which call the library. Nothing below the
+commands imports them, and the product code's import graph (imports inside
+functions included) has no cycle."""
 import ast
 import glob
 import os
@@ -113,3 +119,153 @@ def test_the_pure_logic_loads_without_beam():
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'apache_beam'))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+# ---- the application's rooms, and no cycle anywhere ------------------------------------------------------------------
+
+CMDS = PKG + ".commands"
+DISPATCHER = PKG + ".cli"
+# `python -m tfrecord_pipelines.convert` / `.demo`: the commands as modules to run, which no code imports.
+RUN_AS_MODULE = (PKG + ".convert", PKG + ".demo")
+# Ends a process: only the dispatcher, the modules run with -m, process.py, and the local
+# workers' own entry point (local_worker.py: a worker process exits when its work is done).
+MAY_EXIT = (DISPATCHER, PKG + ".process", PKG + ".local_worker") + RUN_AS_MODULE
+
+
+def _module_name(path: str) -> str:
+    rel = os.path.relpath(path, ROOT)[:-3].split(os.sep)
+    parts = [PKG] + (rel[1:] if rel[0] == "pipelines" else rel)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _product_files() -> dict:
+    files = (glob.glob(os.path.join(ROOT, "pipelines", "**", "*.py"), recursive=True)
+             + glob.glob(os.path.join(ROOT, "transforms", "**", "*.py"), recursive=True))
+    return {_module_name(f): f for f in sorted(files)}
+
+
+def _edges(path: str, modules, me: str = "") -> set:
+    """The product modules `path` imports, anywhere in it. `from P import x`
+    is an import of P.x when that is a module, else of P. A package's
+    __init__, which Python runs first, is not counted as the importer's
+    dependency: its code is not what the importer calls."""
+    me = me or _module_name(path)
+    package = me if path.endswith("__init__.py") else me.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package of this module
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            for a in node.names:
+                found.add(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base)
+    return {m for m in found if m in modules and m != me}
+
+
+def _import_graph() -> dict:
+    modules = _product_files()
+    return {m: _edges(f, modules) for m, f in modules.items()}
+
+
+def _cycles(graph: dict) -> list:
+    """Every strongly connected component of more than one module (Tarjan's)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_product_code_has_no_import_cycle():
+    graph = _import_graph()
+    assert len(graph) > 80 and PKG + ".commands.convert" in graph
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_check_sees_a_cycle_through_a_function_import(tmp_path):
+    a, b, c = tmp_path / "a.py", tmp_path / "b.py", tmp_path / "c.py"
+    a.write_text("from tfrecord_pipelines import b\n")
+    b.write_text("def f():\n    from tfrecord_pipelines.a import g\n    return g\n")
+    c.write_text("from tfrecord_pipelines import __version__, a\n")
+    modules = {PKG, PKG + ".a", PKG + ".b", PKG + ".c"}
+    graph = {PKG + "." + p.stem: _edges(str(p), modules, PKG + "." + p.stem) for p in (a, b, c)}
+    assert graph == {PKG + ".a": {PKG + ".b"}, PKG + ".b": {PKG + ".a"}, PKG + ".c": {PKG, PKG + ".a"}}
+    assert _cycles(graph | {PKG: set()}) == [[PKG + ".a", PKG + ".b"]]
+    assert _cycles({"x": {"y"}, "y": set()}) == []
+
+
+def test_only_the_dispatcher_imports_the_commands():
+    """Nothing under the commands imports one (the API, the graph, the run's
+    lifecycle do not print or exit); the commands import neither the
+    dispatcher nor each other, but for check, which is convert's path."""
+    allowed = {DISPATCHER, *RUN_AS_MODULE}
+    offenders = {m: sorted(d for d in deps if d.startswith(CMDS + "."))
+                 for m, deps in _import_graph().items() if m not in allowed and not m.startswith(CMDS)}
+    assert {m: d for m, d in offenders.items() if d} == {}
+    among = {m: sorted(d for d in deps if d == DISPATCHER or d in RUN_AS_MODULE
+                       or (d.startswith(CMDS + ".") and (m, d) not in _COMMANDS_SHARING))
+             for m, deps in _import_graph().items() if m.startswith(CMDS + ".")}
+    assert {m: d for m, d in among.items() if d} == {}
+
+
+_COMMANDS_SHARING = {(CMDS + ".check", CMDS + ".convert"),   # check is convert's path with check_only
+                     (CMDS + ".inspect", CMDS + ".verify"),  # --io_timeout of the commands that read an output
+                     (CMDS + ".demo", CMDS + ".convert")}    # the demo runs the command a person would type
+
+
+def test_nothing_imports_the_dispatcher_or_the_modules_run_with_python_m():
+    importers = {m: sorted(d for d in deps if d == DISPATCHER or d in RUN_AS_MODULE)
+                 for m, deps in _import_graph().items()}
+    assert {m: d for m, d in importers.items() if d} == {}
+
+
+def test_the_application_below_the_commands_leaves_the_process_alone():
+    """Exit statuses, one-line errors and the fast exit are process.py's,
+    used by the commands and the dispatcher; the API and what it calls
+    return and raise."""
+    graph = _import_graph()
+    users = sorted(m for m, deps in graph.items() if PKG + ".process" in deps)
+    assert users and all(m in (DISPATCHER, *RUN_AS_MODULE) or m.startswith(CMDS + ".") for m in users), users
+    exits = {}
+    for m, f in _product_files().items():
+        if m in MAY_EXIT:
+            continue
+        for node in ast.walk(ast.parse(open(f, encoding="utf-8").read(), f)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    (ast.unparse(node.func) in ("sys.exit", "os._exit", "process.exit_now")):
+                exits.setdefault(m, []).append(node.lineno)
+    assert exits == {}
+
+
+def test_every_command_has_its_module_and_the_dispatcher_routes_to_it():
+    from tfrecord_pipelines.cli import USAGE
+    listed = sorted(line.split()[0] for line in USAGE.split("commands:")[1].strip().splitlines())
+    modules = sorted(os.path.basename(f)[:-3] for f in glob.glob(os.path.join(ROOT, "pipelines", "commands", "*.py"))
+                     if not f.endswith("__init__.py"))
+    assert listed == modules
+    assert _import_graph()[DISPATCHER] >= {f"{CMDS}.{c}" for c in modules}

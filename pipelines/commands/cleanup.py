@@ -17,30 +17,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-import uuid
 from typing import Optional
 
-from tfrecord_pipelines import lifecycle, output_guard
-from tfrecord_pipelines.transforms.storage import fsutil, layout, run_lock
-
-
-def clean_output(output: str) -> list:
-    """The staging folders removed from `output` (and from its version folders,
-    for a --versioned root), under its lock; raises run_lock.LockHeld."""
-    run_id = time.strftime("%Y%m%d-%H%M%S-") + "cleanup-" + uuid.uuid4().hex[:8]
-    folders = [output] + [fsutil.join(output, d) for d in fsutil.list_subdirs(output)
-                          if layout.VERSION_NAME.match(d) and not d.startswith(layout.STAGING_PREFIX)]
-    run_lock.acquire(output, run_id, ttl_hours=1.0)
-    removed = []
-    try:
-        for folder in folders:
-            removed += [fsutil.join(folder, d) for d in fsutil.list_subdirs(folder)
-                        if d.startswith(layout.STAGING_PREFIX)]
-            output_guard.remove_leftover_staging(folder, run_id)
-    finally:
-        run_lock.release(output, run_id)
-    return removed
+from tfrecord_pipelines import lifecycle, process
+from tfrecord_pipelines.leftovers import clean_output
+from tfrecord_pipelines.transforms.storage import fsutil, run_lock
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -50,22 +31,22 @@ def main(argv: Optional[list] = None) -> int:
     args = ap.parse_args(argv)
     if not lifecycle.reclaim_scratch(out=sys.stdout):
         print("nothing left by killed runs in the temp folder")
-    code = 0
+    code = process.OK
     for given in args.outputs:
         output = fsutil.normalize_root(given)
         if not fsutil.is_dir(output):
-            print(f"error: {given}: no such output folder", file=sys.stderr)
-            code = 1
+            process.error(f"{given}: no such output folder")
+            code = process.FAILED
             continue
         try:
             removed = clean_output(output)
         except run_lock.LockHeld as e:
-            print(f"error: {given}: not cleaned: {e}", file=sys.stderr)
-            code = 1
+            process.error(f"{given}: not cleaned: {e}")
+            code = process.FAILED
             continue
         except Exception as e:  # e.g. a bucket that does not answer
-            print(f"error: {given}: not cleaned: {lifecycle.describe_failure(e, '')}", file=sys.stderr)
-            code = 1
+            process.error(f"{given}: not cleaned: {lifecycle.describe_failure(e, '')}")
+            code = process.FAILED
             continue
         print(f"{given}: removed {len(removed)} staging folder{'s' if len(removed) != 1 else ''} of earlier runs"
               + (f" ({', '.join(removed[:3])}{', ...' if len(removed) > 3 else ''})" if removed else ""))

@@ -1,32 +1,20 @@
-"""`tfrecords verify OUT`: re-read every shard and hold it against the manifest.
-
-Checks, each failure naming the shard and, for record damage, the byte offset:
-the manifest exists and its counts reconcile; the folder holds exactly the
-manifest's shards (a stale shard would be read by a `train-*` glob); every
-record's framing and both CRCs; every Example parses with the manifest's
-feature types (tfx-bsl's Arrow decoder, in C++); every image's bytes match its
-recorded sha256; each shard's record count, byte size and CRC32C match;
-each label id (and each object's, for --annotations) is in the label map
-and matches its text; each split's label counts match the manifest's; no file is written twice (image/filename);
-with --decode, every image decodes with TensorFlow to its recorded shape;
-with --index_files, each shard's index names every record's offset and
-length, and no index is stale.
-"""
+"""An output re-read and held against its manifest: verify_output, behind
+`tfrecords verify` (commands/verify.py) and the API's verify()."""
 from __future__ import annotations
 
 import collections
 import dataclasses
 import hashlib
-import sys
 from typing import Optional
 
 import google_crc32c
 
-from tfrecord_pipelines.report import human_bytes, plural
+from tfrecord_pipelines.transforms.core.units import human_bytes
 from tfrecord_pipelines.transforms.core.features import tfmd_schema
 from tfrecord_pipelines.transforms.core.specs import LabelType, OutputFormat
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, RecordError, crc32c_text
-from tfrecord_pipelines.transforms.storage import fsutil, gcs, layout, untrusted
+from tfrecord_pipelines.finished_output import no_manifest
+from tfrecord_pipelines.transforms.storage import fsutil, layout, untrusted
 from tfrecord_pipelines.transforms.storage.gcs import StorageUnavailable
 from tfrecord_pipelines.transforms.storage.array_record_io import records_of
 
@@ -285,7 +273,7 @@ def verify_output(output: str, deep: bool = True, log=None, decode: bool = False
     try:
         m = layout.read_manifest(output)
     except FileNotFoundError:
-        report.errors.append(_no_manifest(output))
+        report.errors.append(no_manifest(output))
         report.fatal = True
         return report
     except StorageUnavailable:
@@ -342,20 +330,6 @@ def verify_output(output: str, deep: bool = True, log=None, decode: bool = False
     return report
 
 
-def _no_manifest(output: str) -> str:
-    """Why there is nothing to verify; for a --versioned root, which version to verify."""
-    try:
-        version = layout.read_pointer(output) or ""
-    except ValueError:  # a LATEST that is not a version name, or not a file: not a root of versions either
-        version = ""
-    if version:
-        return (f"{output} is a dataset root of versions (--versioned): it has {layout.LATEST}, which names "
-                f"{version!r}, and no {layout.MANIFEST} of its own. Verify that version: tfrecords verify "
-                f"{fsutil.join(output, version)}")
-    return (f"{output}: no {layout.MANIFEST}: not a complete output (a conversion that did not finish, or not a "
-            "dataset)")
-
-
 def _check_rejects(output: str, expected: int, report: Report) -> None:
     try:
         lines = untrusted.count_lines(fsutil.join(output, layout.REJECTS), within=output)
@@ -367,62 +341,3 @@ def _check_rejects(output: str, expected: int, report: Report) -> None:
         return
     if lines != expected:
         report.errors.append(f"{layout.REJECTS}: {lines} lines, the manifest counts {expected} rejects")
-
-
-def add_io_timeout(ap) -> None:
-    """--io_timeout of the commands that read an output: a bucket that stops
-    answering ends them with one line after this long, not minutes later with
-    a traceback."""
-    def seconds(text: str) -> float:
-        import argparse
-        try:
-            value = float(text)
-        except ValueError:
-            value = 0.0
-        if not 0 < value < float("inf"):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
-        return value
-
-    def set_timeout(value: float) -> float:
-        gcs.set_timeout(value)
-        return value
-    ap.add_argument("--io_timeout", type=lambda t: set_timeout(seconds(t)), default=gcs.DEFAULT_TIMEOUT,
-                    help="seconds Cloud Storage may fail to answer (transient errors are retried until then) before "
-                         "the command stops with an error naming the bucket (default: %(default)s)")
-
-
-def main(argv: Optional[list] = None) -> int:
-    import argparse
-    ap = argparse.ArgumentParser(prog="tfrecords verify", description=__doc__.split("\n\n")[0])
-    ap.add_argument("output", help="output folder of a conversion (local or gs://)")
-    ap.add_argument("--fast", action="store_true", help="skip re-hashing every image (framing, CRCs, parsing, "
-                    "counts and shard checksums are still checked)")
-    ap.add_argument("--quiet", action="store_true", help="print only problems and the verdict")
-    ap.add_argument("--decode", action="store_true", help="also decode every image with TensorFlow "
-                    "(tf.io.decode_image) and check its height, width and channels against the record; slower")
-    add_io_timeout(ap)
-    args = ap.parse_args(argv)
-    try:
-        report = verify_output(args.output, deep=not args.fast, log=None if args.quiet else print,
-                               decode=args.decode)
-    except StorageUnavailable as e:  # a bucket that stopped answering: one line, not a traceback
-        print(f"error: {e}; nothing more was checked", file=sys.stderr)
-        return 1
-    if report.fatal:  # one line: there was nothing to verify
-        print(f"error: {report.errors[0]} (verify FAILED)", file=sys.stderr)
-        return 1
-    for err in report.errors:
-        print(f"ERROR {err}", file=sys.stderr)
-    if report.ok and not report.records:
-        print(f"OK, but EMPTY: 0 records ({plural(report.shards, 'shard')}) match the manifest; a training job "
-              "reading this dataset gets nothing")
-        return 0
-    if report.ok:
-        print(f"OK: {plural(report.shards, 'shard')}, {plural(report.records, 'record')}, "
-              f"{human_bytes(report.bytes)} match the manifest")
-        if not args.decode:
-            print("note: images were not decoded, so whether each decodes in TensorFlow to its recorded height, "
-                  "width and channels is not checked: run with --decode for that")
-        return 0
-    print(f"FAILED: {len(report.errors)} problem(s) in {args.output}", file=sys.stderr)
-    return 1

@@ -1,4 +1,5 @@
-"""`tfrecords spec OUT`: print ready-to-paste Python that reads this output.
+"""Python source that reads an output, generated from its manifest: behind
+`tfrecords spec` (commands/spec.py) and the API's spec().
 
 The code is generated from the output's manifest, so it names the feature keys
 as written (after --feature_keys renames), their types, the compression and the
@@ -15,16 +16,13 @@ of its own (after a "# ---- PyTorch:" line) that never imports TensorFlow.
 """
 from __future__ import annotations
 
-import argparse
-import os
 import re
-import sys
 from typing import Optional
 
 from tfrecord_pipelines.transforms.core.example_codec import BYTES, FLOAT, INT64
 from tfrecord_pipelines.transforms.core.features import FEATURES as _FEATURE_TABLE
 from tfrecord_pipelines.transforms.core.specs import LabelType
-from tfrecord_pipelines.transforms.storage import fsutil, layout
+from tfrecord_pipelines.transforms.storage import layout
 
 _TF_TYPES = {BYTES: "tf.string", INT64: "tf.int64", FLOAT: "tf.float32"}
 # A tool version as it may appear in a comment; any other text is shown as "?" (see _header).
@@ -359,25 +357,5 @@ def _index_readers(output: str, m: dict, encoded: Optional[str], label: Optional
     return dali_lines, torch_lines
 
 
-def _has_tfds_metadata(m: dict) -> bool:
+def has_tfds_metadata(m: dict) -> bool:
     return bool(m.get("tfds", {}).get("metadata"))
-
-
-def main(argv: Optional[list] = None) -> int:
-    ap = argparse.ArgumentParser(prog="tfrecords spec", description=__doc__.split("\n\n")[0])
-    ap.add_argument("output", help="output folder of a conversion (local or gs://)")
-    args = ap.parse_args(argv)
-    output = fsutil.normalize_root(args.output)
-    if fsutil.is_local(output):
-        output = os.path.abspath(output)
-    try:
-        m = layout.read_manifest(output)
-    except FileNotFoundError:
-        from tfrecord_pipelines.verify import _no_manifest
-        print(f"error: {_no_manifest(output)}", file=sys.stderr)
-        return 1
-    except Exception as e:  # unreadable or malformed manifest
-        print(f"error: {layout.MANIFEST} cannot be read: {e}", file=sys.stderr)
-        return 1
-    sys.stdout.write(reading_code(output, m, _has_tfds_metadata(m)))
-    return 0

@@ -1,192 +1,21 @@
-"""What a local run shows: a progress line while it runs, a summary at the end."""
+"""What the commands print when a run ends: a conversion's summary (splits,
+counts, labels, warnings), the --dry_run preview, and a check's summary
+(the progress line while it runs: progress_line.py)."""
 from __future__ import annotations
 
+import json
 import os
 import sys
-import threading
-import time
+from typing import TYPE_CHECKING
 
+from tfrecord_pipelines import runtime
+from tfrecord_pipelines.config import ConvertConfig
 from tfrecord_pipelines.transforms.core.specs import LabelType
-from tfrecord_pipelines.transforms.storage import fsutil, layout
-from tfrecord_pipelines.transforms.core.units import human_bytes, plural  # noqa: F401 (re-exported)
-from tfrecord_pipelines.transforms.storage.progress import TOTAL, read_totals, reporting_pids
-from tfrecord_pipelines.transforms.storage.report_data import DEADLINE_SECONDS as REPORT_DEADLINE
+from tfrecord_pipelines.transforms.core.units import human_bytes, plural
+from tfrecord_pipelines.transforms.storage import fsutil, layout, report_data
 
-
-class TracebackFilter:
-    """A stderr that drops the tracebacks Beam's in-process SDK worker prints
-    for a failed bundle (the failure reaches the caller as an exception and is
-    reported once); everything else passes through."""
-
-    def __init__(self, stream):
-        self._stream = stream
-        self._dropped = False
-
-    def write(self, text: str) -> int:
-        if text.startswith("Traceback (most recent call last):"):
-            self._dropped = True
-            return len(text)
-        if self._dropped and text == "\n":  # print()'s line end after the dropped text
-            self._dropped = False
-            return len(text)
-        self._dropped = False
-        return self._stream.write(text)
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
-
-
-def interactive(stream=None) -> bool:
-    """Whether a person is watching: `stream` (stderr) is a terminal, or this
-    runs in a Jupyter kernel (whose stderr is no terminal)."""
-    stream = stream or sys.stderr
-    try:
-        if stream.isatty():
-            return True
-    except (AttributeError, ValueError):
-        pass
-    ipython = sys.modules.get("IPython")
-    try:  # as tqdm.autonotebook tells a notebook from a terminal IPython
-        return ipython is not None and "IPKernelApp" in ipython.get_ipython().config
-    except Exception:
-        return False
-
-
-class ProgressLine:
-    """Sums the workers' progress files (transforms/storage/progress.py) into a
-    progress bar on stderr (tqdm: a text bar in a terminal, a widget in a
-    notebook): the images listed so far, then, once the listing is counted
-    and the shards are planned, the images done out of their total, with the
-    rate and the time left. `mode`: on, off, or auto (on where a person is
-    watching: a terminal or a notebook; elsewhere, only a line when the run
-    stalls, and none at all with off)."""
-
-    STALL_SECONDS = 15.0
-    INTERVAL = 0.5
-
-    def __init__(self, folder: str, mode: str = "auto", source: str = "", io_timeout: float = 0.0):
-        self._folder = folder
-        self._show = interactive() if mode == "auto" else mode == "on"
-        self._stop = threading.Event()
-        self._thread = None
-        self._start = time.monotonic()
-        self._source, self._io_timeout = source, io_timeout
-        self._seen, self._changed = None, self._start
-        self._bar, self._phase, self._told_stall = None, "", False
-
-    def __enter__(self):
-        if self._folder:
-            self._thread = threading.Thread(target=self._loop, daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        if self._thread:
-            self._stop.set()
-            self._thread.join()
-            if self._show:
-                self._update()
-                if self._bar is not None:
-                    self._bar.close()
-                sys.stderr.write(self.line() + "\n")
-                sys.stderr.flush()
-        return False
-
-    def worker_pids(self) -> set:
-        return reporting_pids(self._folder) if self._folder else set()
-
-    def line(self) -> str:
-        """The figures as one line of text (the last line a shown run prints)."""
-        t = read_totals(self._folder)
-        secs = max(time.monotonic() - self._start, 1e-9)
-        parts = [f"{secs:5.0f}s"]
-        v, w = t.get("validate"), t.get("write")
-        if v:
-            parts.append(f"validated {v['records']:,} images ({v['rejected']:,} rejected), "
-                         f"{human_bytes(v['bytes'])}")
-        if w:
-            parts.append(f"written {w['records']:,} records, {human_bytes(w['bytes'])}")
-        done = (w or v or {"records": 0, "bytes": 0})
-        parts.append(f"{done['records'] / secs:,.0f} rec/s, {human_bytes(done['bytes'] / secs)}/s")
-        if "report" in t:  # the publish step builds report.html (transforms/storage/report_data.py)
-            parts.append(f"building report.html (thumbnails, charts; at most {REPORT_DEADLINE:g} s)")
-            return " | ".join(parts)
-        stalled = self._stalled((v or {}).get("records", 0) + (v or {}).get("rejected", 0), done["records"])
-        if stalled:
-            parts.append(stalled)
-        return " | ".join(parts)
-
-    def state(self) -> tuple:
-        """(phase, done, total or None, note) from the progress files: listing
-        (no total yet), validating (two reads per image: the images that reached
-        validation), writing (the records the shard plans hold; with one read
-        per image the writer's rejects count as done)."""
-        t = read_totals(self._folder)
-        zero = {"records": 0, "bytes": 0, "rejected": 0}
-        listed, v, w = t.get("list", zero), t.get("validate", zero), t.get("write", zero)
-        to_validate, to_write = t.get(TOTAL + "validate"), t.get(TOTAL + "write")
-        if to_validate and not (to_write and w["records"]):
-            return "validating", v["records"] + v["rejected"], to_validate["records"], \
-                f"{v['rejected']:,} rejected, {human_bytes(v['bytes'])}"
-        if to_write:
-            done = w["records"] + (0 if to_validate else v["rejected"])
-            return "writing", done, to_write["records"], \
-                f"{v['rejected']:,} rejected, {human_bytes(w['bytes'])} written"
-        return "listing", listed["records"], None, ""
-
-    def _update(self) -> None:
-        phase, done, total, note = self.state()
-        if "report" in read_totals(self._folder):  # the publish step builds report.html: not a stall
-            phase, note = "report.html", "building report.html (thumbnails, charts)"
-        stalled = "" if phase == "report.html" else self._stalled(done, phase)
-        if not self._show:
-            if stalled and not self._told_stall:  # where nobody watches a bar, a stall is still worth a line
-                sys.stderr.write(f"{time.monotonic() - self._start:5.0f}s | {stalled}\n")
-                sys.stderr.flush()
-            self._told_stall = bool(stalled)
-            return
-        if self._bar is None:
-            from tqdm.auto import tqdm
-            # A terminal that reports no size (0 x 0: some CI ptys, a fresh pty) would hide the bar.
-            try:
-                size = os.get_terminal_size(sys.stderr.fileno())
-                sized = size.columns > 0 and size.lines > 0
-            except (AttributeError, OSError, ValueError):
-                sized = False
-            self._bar = tqdm(desc=phase, total=total, unit=" img", dynamic_ncols=sized, ncols=None if sized else 100,
-                             nrows=None if sized else 24, file=sys.stderr, leave=True, mininterval=self.INTERVAL,
-                             miniters=1)  # we update in jumps: tqdm's dynamic miniters would skip redraws
-        elif phase != self._phase and phase != "report.html":
-            self._bar.set_description(phase, refresh=False)
-            self._bar.reset(total=total)  # the rate and time left of this phase only
-        self._phase = phase
-        self._bar.set_postfix_str(stalled or note, refresh=False)
-        if done > self._bar.n:
-            self._bar.update(done - self._bar.n)  # redraws at most every INTERVAL; tqdm keeps the rate
-        elif stalled or phase == "report.html":
-            self._bar.refresh()
-
-    def _stalled(self, *counts) -> str:
-        """Says what the run waits on when nothing has moved for a while: a
-        bucket that stops answering is otherwise minutes of silence."""
-        now = time.monotonic()
-        if counts != self._seen:
-            self._seen, self._changed = counts, now
-            return ""
-        idle = now - self._changed
-        if idle < self.STALL_SECONDS or not self._source:
-            return ""
-        text = f"nothing new for {idle:.0f} s: reading {self._source}"
-        if "://" in self._source and self._io_timeout:
-            text += f" (unanswered requests are retried for up to --io_timeout {self._io_timeout:g} s)"
-        return text
-
-    def _loop(self):
-        while not self._stop.wait(self.INTERVAL):
-            try:
-                self._update()
-            except Exception:  # progress is best-effort: it never ends a run
-                pass
+if TYPE_CHECKING:
+    from apache_beam.options.pipeline_options import PipelineOptions
 
 
 def print_summary(output: str, seconds: float, out=None) -> None:
@@ -372,3 +201,98 @@ def _publish_lines(got: dict, cfg) -> list:
     if not o.overwrite:
         return [f"would be refused: {o.output} already holds a dataset ({shards} shards); pass --overwrite"]
     return [f"would replace the dataset in {o.output}: its manifest and {shards} shards would be removed"]
+
+
+# ---- after a conversion ----
+
+
+def print_outcome(options: PipelineOptions, cfg: ConvertConfig, runner, outcome: str, seconds: float) -> int:
+    """What the command prints after a conversion (the Python API's
+    verbose=True); its exit status."""
+    from apache_beam.options.pipeline_options import GoogleCloudOptions, StandardOptions
+    out = cfg.output
+    template = options.view_as(GoogleCloudOptions).template_location
+    if outcome == "dry_run":
+        name = runner if isinstance(runner, str) else type(runner).__name__
+        print(f"dry run: the {name} job was built and not submitted")
+    elif not runtime.is_local(options) and template:
+        print(f"job description written to {template} for the template launcher; the job's last step publishes "
+              "the output")
+    elif not runtime.is_local(options):
+        print(f"job {outcome} ({options.view_as(StandardOptions).runner}); output {out.output}, complete when "
+              f"{layout.MANIFEST} appears")
+        if outcome == "done":  # the launcher waited: the job's publish step has written the manifest
+            print_warnings(out.output)
+    elif out.root and not fsutil.exists(fsutil.join(out.output, layout.MANIFEST)):
+        if fsutil.is_local(out.output) and os.path.isdir(out.output) and not os.listdir(out.output):
+            os.rmdir(out.output)
+        print(f"unchanged: inputs and options are the same as version {out.previous_version}; nothing "
+              f"published, {fsutil.join(out.root, layout.LATEST)} still names {out.previous_version}")
+    else:
+        print_summary(out.output, seconds)
+    return _latest_told(out) if out.root and outcome == "done" else 0
+
+
+def _latest_told(out) -> int:
+    """What LATEST names after a --versioned run, as it is (read back, not
+    assumed); 1 when this run's version was published but is not current."""
+    latest = fsutil.join(out.root, layout.LATEST)
+    current = layout.latest_name(out.root)
+    if current == out.version:
+        print(f"published version {out.version}: {latest} now names it")
+        return 0
+    if not fsutil.exists(fsutil.join(out.output, layout.MANIFEST)):
+        return 0  # nothing published (unchanged inputs): said above
+    print(f"error: version {out.version} is complete in {out.output}, but {latest} names "
+          f"{current or 'no version'}, not this one: training jobs that read LATEST do not see it", file=sys.stderr)
+    return 1
+
+
+# ---- after a check ----
+
+
+def print_check_outcome(options: PipelineOptions, cfg: ConvertConfig, outcome: str, seconds: float) -> int:
+    """What the launcher prints after a check; its exit status."""
+    from tfrecord_pipelines.transforms.stages.check_report import CHECK_JSON
+    if not runtime.is_local(options):
+        print(f"check job {outcome}; it writes {fsutil.join(cfg.output.output, report_data.REPORT)} and "
+              f"{CHECK_JSON} when it ends (no shards, no manifest)")
+        return 0
+    return print_check_summary(cfg.output.output, seconds)
+
+
+def print_check_summary(output: str, seconds: float, file=None) -> int:
+    """The check's summary from check.json; returns the exit status (1: a
+    conversion would be refused: for its rejects, or as publishing would be)."""
+    from tfrecord_pipelines.transforms.stages.check_report import CHECK_JSON, CHECK_REJECTS
+    file = file or sys.stdout
+    f = json.loads(fsutil.read_bytes(fsutil.join(output, CHECK_JSON)))
+    c = f["counts"]
+    print(f"\nChecked in {seconds:.1f} s; nothing was converted. Report: {fsutil.join(output, report_data.REPORT)}",
+          file=file)
+    print(f"{'split':<14}{'valid':>10}{'classes':>9}", file=file)
+    for name, s in f["splits"].items():
+        print(f"{name:<14}{s['records']:>10,}{len(s['label_counts']):>9,}", file=file)
+    for line in count_lines(c, "valid", f["rejects_by_reason"], fsutil.join(output, CHECK_REJECTS)):
+        print(line, file=file)
+    q = f.get("quality") or {}
+    d = q.get("duplicates") or {}
+    if d.get("groups"):
+        print(f"duplicates: {d['groups']:,} groups of identical files ({d.get('across_splits', 0):,} across splits)",
+              file=file)
+    nd = q.get("near_duplicates") or {}
+    if nd.get("pairs"):
+        print(f"near duplicates: {nd['pairs']:,} pairs ({nd.get('across_splits', 0):,} across splits)", file=file)
+    if (f.get("report") or {}).get("error"):
+        print(f"warning: report.html was not written: {f['report']['error']}", file=sys.stderr)
+    for line in f.get("warnings") or []:
+        print(f"warning: {line}", file=sys.stderr)
+    if not f.get("would_publish", True):
+        if c["listed"] and c["rejected"] / c["listed"] > (f.get("max_reject_fraction") or 0):
+            print(f"error: {c['rejected']:,} of {c['listed']:,} listed records ({c['rejected'] / c['listed']:.1%}) "
+                  f"would be rejected, above --max_reject_fraction {f.get('max_reject_fraction')}: a conversion "
+                  "with these options would publish nothing", file=sys.stderr)
+        else:  # what the publish step would refuse (an empty or shrunken dataset, undecodable table rows)
+            print(f"error: a conversion with these options would be refused: {f.get('refusal')}", file=sys.stderr)
+        return 1
+    return 0

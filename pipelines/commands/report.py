@@ -11,10 +11,10 @@ a folder given with --sources, never under the root the manifest records.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import Optional
 
+from tfrecord_pipelines import process
 from tfrecord_pipelines.transforms.storage import fsutil, layout, report_data
 
 
@@ -39,14 +39,14 @@ def main(argv: Optional[list] = None) -> int:
         hint = ""
         if fsutil.exists(fsutil.join(output, "check.json")):
             hint = " (it holds a `tfrecords check` report: rerun the check to rebuild that)"
-        print(f"error: {output} has no {layout.MANIFEST}: not a complete converted output{hint}", file=sys.stderr)
-        return 1
+        process.error(f"{output} has no {layout.MANIFEST}: not a complete converted output{hint}")
+        return process.FAILED
     except Exception as e:  # malformed manifest, unreadable folder
-        print(f"error: {layout.MANIFEST} of {output} cannot be read: {e}", file=sys.stderr)
-        return 1
+        process.error(f"{layout.MANIFEST} of {output} cannot be read: {e}")
+        return process.FAILED
     if not args.deadline > 0:
-        print(f"error: --deadline {args.deadline} must be positive", file=sys.stderr)
-        return 2
+        process.error(f"--deadline {args.deadline} must be positive")
+        return process.USAGE
     target = fsutil.normalize_root(args.to) if args.to else fsutil.join(output, report_data.REPORT)
     started = time.monotonic()
     try:
@@ -55,12 +55,8 @@ def main(argv: Optional[list] = None) -> int:
         page = report_data.build(output, m, args.deadline, sources, budget)
         fsutil.write_bytes(target, page.encode("utf-8"))
     except Exception as e:  # unreadable shards are noted in the page; this is a failure to build or write it
-        print(f"error: the report of {output} could not be built or written: {type(e).__name__}: {e}",
-              file=sys.stderr)
-        return 1
+        process.error(f"the report of {output} could not be built or written: {type(e).__name__}: {e}")
+        return process.FAILED
     print(f"wrote {target} ({len(page) / 1e3:,.0f} KB) in {time.monotonic() - started:.1f} s: {budget.summary()}")
-    return 0
+    return process.OK
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,104 @@
+"""`tfrecords convert` (and `tfrecords check`, the same flags with
+check_only): the flags checked, the conversion configured and executed
+(conversion.py), then the summary (summary.py); every failure one line.
+Exit status (process.py): 0 done, 1 the run failed, 2 a usage error.
+
+    tfrecords convert --input ./images --output ./out [Beam flags]
+"""
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from tfrecord_pipelines import conversion, lifecycle, offline, process, runtime, summary
+from tfrecord_pipelines._version import __version__
+from tfrecord_pipelines.config import ConvertConfig
+from tfrecord_pipelines.options import check_flags, help_parser
+from tfrecord_pipelines.parse import UsageError
+from tfrecord_pipelines.transforms.storage import run_lock
+
+
+def run(argv: Optional[list] = None, prog: str = "python -m tfrecord_pipelines.convert",
+        check_only: bool = False) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(argv, prog, check_only)
+    finally:
+        runtime.stop()
+
+
+def _run(argv: list, prog: str, check_only: bool = False) -> int:
+    debug = "--debug" in argv
+    runtime.quiet_beam_logs(debug)
+    if "-h" in argv or "--help" in argv:
+        help_parser(prog).print_help()
+        return process.OK
+    if argv in (["--version"], ["-V"]):  # alone; `--version NAME` names a --versioned output's folder
+        print(f"tfrecords {__version__}")
+        return process.OK
+    argv = _bare_dry_run(argv)
+    try:
+        check_flags(argv)
+        options, cfg, runner = conversion.configure(argv, check_only)
+    except UsageError as e:  # FlagError and RunnerError too
+        process.error(str(e))
+        return process.USAGE
+    except Exception as e:  # e.g. an input folder we may not read, a bucket without credentials
+        if debug:
+            raise
+        process.error(lifecycle.describe_failure(e, ''))
+        return process.FAILED
+    if runtime.is_local(options) and _dry_run(options) and not check_only:
+        return _preview(options, cfg, runner, debug)
+    if cfg.detection is not None:
+        print(f"annotations: {cfg.detection.found}", file=sys.stderr)
+    try:
+        outcome, seconds, result = conversion.execute(options, cfg, runner, debug)
+    except (UsageError, run_lock.LockHeld) as e:
+        process.error(str(e))
+        return process.USAGE
+    except (Exception, KeyboardInterrupt) as e:
+        if debug:
+            raise
+        process.error(lifecycle.describe_failure(e, cfg.output.output, cfg.output.run_id))
+        return process.FAILED
+    try:
+        if check_only and outcome != "dry_run":  # `tfrecords check`
+            return summary.print_check_outcome(options, cfg, outcome, seconds)
+        code = summary.print_outcome(options, cfg, runner, outcome, seconds)
+        if outcome == "dry_run" and offline.active():
+            print("\n".join(offline.summary(options, result)))
+        return code
+    except Exception as e:  # e.g. a manifest damaged after publishing
+        if debug:
+            raise
+        process.error(f"the run finished, but its output cannot be summarised: {e}")
+        return process.FAILED
+
+
+def _bare_dry_run(argv: list) -> list:
+    """`--dry_run` alone means `--dry_run True` (Beam's flag takes a value)."""
+    return [f"{a}=True" if a == "--dry_run" and (i + 1 == len(argv) or argv[i + 1].startswith("-")) else a
+            for i, a in enumerate(argv)]
+
+
+def _dry_run(options) -> bool:
+    from apache_beam.options.pipeline_options import TestOptions
+    value = options.view_as(TestOptions).dry_run
+    return bool(value) and str(value).strip().lower() not in ("false", "0", "no", "off")
+
+
+def _preview(options: PipelineOptions, cfg: ConvertConfig, runner, debug: bool) -> int:
+    """--dry_run on a local run: what the run would do, before any image is
+    read; nothing is locked or written."""
+    try:
+        got = lifecycle.preview(cfg, options, runner, debug)
+        summary.print_preview(got, cfg)
+    except (Exception, KeyboardInterrupt) as e:
+        if debug:
+            raise
+        process.error(lifecycle.describe_failure(e, ''))
+        return process.FAILED
+    return process.OK

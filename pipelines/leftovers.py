@@ -1,0 +1,28 @@
+"""What runs that were killed left in an output: its staging folders, removed
+under the output's lock (behind `tfrecords cleanup`, commands/cleanup.py;
+the temp folder's leftovers: lifecycle.reclaim_scratch)."""
+from __future__ import annotations
+
+import time
+import uuid
+
+from tfrecord_pipelines import output_guard
+from tfrecord_pipelines.transforms.storage import fsutil, layout, run_lock
+
+
+def clean_output(output: str) -> list:
+    """The staging folders removed from `output` (and from its version folders,
+    for a --versioned root), under its lock; raises run_lock.LockHeld."""
+    run_id = time.strftime("%Y%m%d-%H%M%S-") + "cleanup-" + uuid.uuid4().hex[:8]
+    folders = [output] + [fsutil.join(output, d) for d in fsutil.list_subdirs(output)
+                          if layout.VERSION_NAME.match(d) and not d.startswith(layout.STAGING_PREFIX)]
+    run_lock.acquire(output, run_id, ttl_hours=1.0)
+    removed = []
+    try:
+        for folder in folders:
+            removed += [fsutil.join(folder, d) for d in fsutil.list_subdirs(folder)
+                        if d.startswith(layout.STAGING_PREFIX)]
+            output_guard.remove_leftover_staging(folder, run_id)
+    finally:
+        run_lock.release(output, run_id)
+    return removed
