@@ -1,4 +1,5 @@
-"""What runs that were killed left in an output: its staging folders, removed
+"""What runs that were killed left in an output: its staging folders and
+resume areas (kept for a rerun of the same command to resume from), removed
 under the output's lock (behind `tfrecords cleanup`, commands/cleanup.py;
 the temp folder's leftovers: lifecycle.reclaim_scratch)."""
 from __future__ import annotations
@@ -7,22 +8,26 @@ import time
 import uuid
 
 from tfrecord_pipelines import output_guard
-from tfrecord_pipelines.transforms.storage import fsutil, layout, run_lock
+from tfrecord_pipelines.transforms.storage import fsutil, layout, resume, run_lock
 
 
-def clean_output(output: str) -> list:
-    """The staging folders removed from `output` (and from its version folders,
-    for a --versioned root), under its lock; raises run_lock.LockHeld."""
+def clean_output(output: str) -> tuple[list, list]:
+    """(staging folders, resume areas) removed from `output` (and from its
+    version folders, for a --versioned root), under its lock; raises
+    run_lock.LockHeld. A resume area is what a rerun of a killed run would
+    keep its complete shards from: cleaning the output gives that up."""
     run_id = time.strftime("%Y%m%d-%H%M%S-") + "cleanup-" + uuid.uuid4().hex[:8]
     folders = [output] + [fsutil.join(output, d) for d in fsutil.list_subdirs(output)
                           if layout.VERSION_NAME.match(d) and not d.startswith(layout.STAGING_PREFIX)]
     run_lock.acquire(output, run_id, ttl_hours=1.0)
-    removed = []
+    removed, areas = [], []
     try:
         for folder in folders:
             removed += [fsutil.join(folder, d) for d in fsutil.list_subdirs(folder)
                         if d.startswith(layout.STAGING_PREFIX)]
             output_guard.remove_leftover_staging(folder, run_id)
+        areas = resume.areas(output)
+        resume.remove_all(output)
     finally:
         run_lock.release(output, run_id)
-    return removed
+    return removed, areas

@@ -51,7 +51,7 @@ def build_pipeline(p: beam.Pipeline, cfg: ConvertConfig, progress_dir: str = "",
     listed = list_inputs(p, cfg, spill_dir, progress_dir)
     # [Rec(rel, path, size, raw label/split/extras | annotation)] batches; fingerprint: per-unit digests
     records = listed | "Records" >> PrepareRecords(cfg, progress_dir, spill_dir)
-    if cfg.output.check_only:  # `tfrecords check`: report.html and check.json, no shards, no manifest (pipelines/check.py)
+    if cfg.output.check_only:  # `tfrecords check`: report.html and check.json, no shards, no manifest (pipelines/commands/check.py)
         records | "Check" >> CheckDataset(cfg, spill_dir)
     else:
         records | "Dataset" >> WriteDataset(cfg, progress_dir, spill_dir)
@@ -164,7 +164,7 @@ class WriteDataset(beam.PTransform):
 
 class CheckDataset(beam.PTransform):
     """`tfrecords check`, in place of WriteDataset: PrepareRecords' outputs ->
-    the quality checks and the check's report (pipelines/check.py)."""
+    the quality checks and the check's report (pipelines/commands/check.py)."""
 
     def __init__(self, cfg: ConvertConfig, spill_dir: str = ""):
         super().__init__()

@@ -9,7 +9,8 @@ now, and for outputs no run will write into again:
   process is gone (transforms/storage/scratch.py), with the spill files of a
   bucket output, and the staging folders of local outputs they name;
 * in each OUTPUT given (local or gs://): the staging folders and temp files
-  of earlier runs, under the output's lock, which is taken only if no live run
+  of earlier runs, and the resume areas of killed ones (which a rerun of the
+  same command would resume from), under the output's lock, which is taken only if no live run
   holds it (a lock of a dead process on this machine, or an expired one, is
   taken over; a running conversion's output is left alone).
 """
@@ -39,7 +40,7 @@ def main(argv: Optional[list] = None) -> int:
             code = process.FAILED
             continue
         try:
-            removed = clean_output(output)
+            removed, areas = clean_output(output)
         except run_lock.LockHeld as e:
             process.error(f"{given}: not cleaned: {e}")
             code = process.FAILED
@@ -50,4 +51,7 @@ def main(argv: Optional[list] = None) -> int:
             continue
         print(f"{given}: removed {len(removed)} staging folder{'s' if len(removed) != 1 else ''} of earlier runs"
               + (f" ({', '.join(removed[:3])}{', ...' if len(removed) > 3 else ''})" if removed else ""))
+        if areas:
+            print(f"{given}: removed {len(areas)} resume area{'s' if len(areas) != 1 else ''} of killed runs (a rerun "
+                  f"would have kept their complete shards) ({', '.join(areas[:3])}{', ...' if len(areas) > 3 else ''})")
     return code

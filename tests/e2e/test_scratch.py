@@ -148,6 +148,7 @@ def test_a_killed_local_run_is_reclaimed_by_a_run_into_another_output_or_by_clea
     assert proc.returncode == 0, proc.stderr
     assert "nothing left by killed runs in the temp folder" in proc.stdout
     assert f"{out}: removed 1 staging folder of earlier runs ({staging})" in proc.stdout, proc.stdout
+    assert f"{out}: removed 1 resume area of killed runs" in proc.stdout, proc.stdout  # what a rerun resumes from
     assert os.listdir(out) == []
     proc = subprocess.run([TFRECORDS, "cleanup"], env=_env(tmpdir), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "nothing left by killed runs" in proc.stdout

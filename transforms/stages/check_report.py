@@ -1,4 +1,4 @@
-"""Stage CheckReport, for `tfrecords check` (pipelines/check.py): in place of
+"""Stage CheckReport, for `tfrecords check` (pipelines/commands/check.py): in place of
 PlanShards, WriteShards and Publish, it counts and samples the validated
 records and writes the check's files once: report.html, check.json (the
 manifest's figures for a run that wrote nothing) and check-rejects.jsonl.
