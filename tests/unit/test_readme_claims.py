@@ -12,6 +12,11 @@ from conftest import HERE
 from docs_text import doc_files, read
 
 CLAIMS = {
+    "`tests/unit/test_layering.py` holds the import graph of `pipelines/` and `transforms/`": [
+        "test_layering.py::test_the_product_code_has_no_import_cycle",
+        "test_layering.py::test_the_cycle_check_sees_a_cycle_through_a_function_import",
+        "test_layering.py::test_only_the_dispatcher_imports_the_commands",
+        "test_layering.py::test_every_command_has_its_module_and_the_dispatcher_routes_to_it"],
     "`tests/e2e/test_docs_site.py` builds the site with `mkdocs build --strict`": [
         "test_docs_site.py::test_the_site_builds_in_strict_mode"],
     "every sentence saying the tests check something names its tests": [
