@@ -23,6 +23,8 @@ import logging
 import os
 import sys
 
+from tfrecord_pipelines import argv_flags
+
 OFF_ENV = "TFRECORDS_LEAN_IMPORT"      # 0: always import Beam whole
 WORKERS_ENV = "TFRECORDS_LEAN_WORKERS"  # set by a lean launcher for its worker processes
 TESTED_BEAM_VERSIONS = ("2.77.0",)
@@ -41,22 +43,11 @@ UNUSED_LOCALLY = (
     "apitools",                                       # utils.retry: GCP HTTP errors
     "google.cloud.dataflow",                          # runners.dataflow: the Dataflow client
 )
-_LOCAL_RUNNERS = ("", "directrunner", "direct", "fnapirunner")
-
-
-def _value(argv: list, flag: str):
-    for i, a in enumerate(argv):
-        if a == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith(flag + "="):
-            return a.split("=", 1)[1]
-    return None
 
 
 def local_files_only(argv: list) -> bool:
     """The arguments name a local runner and no remote path (nothing with ://)."""
-    runner = (_value(argv, "--runner") or "").lower()
-    return runner in _LOCAL_RUNNERS and not any("://" in str(a) for a in argv)
+    return argv_flags.local_runner(argv) and not any("://" in str(a) for a in argv)
 
 
 def beam_version() -> str:

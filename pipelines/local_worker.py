@@ -28,6 +28,7 @@ import sys
 import time
 from typing import Optional
 
+from tfrecord_pipelines import argv_flags
 from tfrecord_pipelines.lean_beam import beam_version
 
 ENV = "TFRECORDS_WORKER_ZYGOTE"
@@ -105,19 +106,12 @@ def stop_zygote() -> None:
 def prestart(argv: list) -> None:
     """Starts the zygote early, before Beam is imported, when the arguments
     say the run will be local and multi-process."""
-    def value(flag):
-        for i, a in enumerate(argv):
-            if a == flag and i + 1 < len(argv):
-                return argv[i + 1]
-            if a.startswith(flag + "="):
-                return a.split("=", 1)[1]
-        return None
-    runner = (value("--runner") or "").lower()
-    if runner not in ("", "directrunner", "direct", "fnapirunner"):
+    if not argv_flags.local_runner(argv):
         return
-    if value("--direct_running_mode") == "in_memory" or value("--direct_num_workers") == "1":
+    workers = argv_flags.value(argv, "--direct_num_workers")
+    if argv_flags.value(argv, "--direct_running_mode") == "in_memory" or workers == "1":
         return
-    if (os.cpu_count() or 1) < 2 and value("--direct_num_workers") is None:
+    if (os.cpu_count() or 1) < 2 and workers is None:
         return
     start_zygote()
 

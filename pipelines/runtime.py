@@ -24,7 +24,7 @@ import os
 import sys
 import time
 
-from tfrecord_pipelines import lean_beam, local_worker, small_run
+from tfrecord_pipelines import argv_flags, lean_beam, local_worker, small_run
 from tfrecord_pipelines.stderr import workers_stderr_to_log
 from tfrecord_pipelines.transforms.core.errors import UsageError
 
@@ -79,10 +79,6 @@ def remote_dry_run(options) -> bool:
     return bool(options.view_as(TestOptions).dry_run) and is_dataflow(options)
 
 
-def _given(argv: list, flag: str) -> bool:
-    return any(a == f"--{flag}" or a.startswith(f"--{flag}=") for a in argv)
-
-
 def choose_runner(options, argv: list, quiet: bool = True):
     """A runner instance for local runs (options adjusted), else the runner name."""
     from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
@@ -93,11 +89,11 @@ def choose_runner(options, argv: list, quiet: bool = True):
     if direct.direct_running_mode == "multi_threading":
         raise RunnerError("--direct_running_mode multi_threading is refused: it silently lost records in our "
                           "runs; use multi_processing (the default) or in_memory")
-    workers = direct.direct_num_workers if _given(argv, "direct_num_workers") else 0
+    workers = direct.direct_num_workers if argv_flags.given(argv, "--direct_num_workers") else 0
     workers = workers or os.cpu_count() or 1  # 0 means all cores, as in Beam
     if small_run.in_process(argv):  # a small input: workers would cost more than they save
         workers = 1
-    if not _given(argv, "direct_running_mode"):
+    if not argv_flags.given(argv, "--direct_running_mode"):
         direct.direct_running_mode = "multi_processing" if workers > 1 else "in_memory"
     if direct.direct_running_mode == "multi_processing" and workers == 1:
         direct.direct_running_mode = "in_memory"  # one worker process only adds its start-up time

@@ -24,6 +24,8 @@ import functools
 import os
 from typing import Optional
 
+from tfrecord_pipelines import argv_flags
+
 # Images up to which a local run stays in this process. In-process, the
 # per-image work (read, checks, decode, hash, write) runs on every core
 # anyway (read-ahead and write-behind threads: transforms/storage/reads.py,
@@ -39,19 +41,6 @@ from typing import Optional
 MAX_IMAGES = 20_000
 _GIVEN = ("--direct_num_workers", "--direct_running_mode")
 OFF_ENV = "TFRECORDS_SMALL_RUNS"
-
-
-def _value(argv: list, flag: str) -> Optional[str]:
-    for i, a in enumerate(argv):
-        if a == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith(flag + "="):
-            return a.split("=", 1)[1]
-    return None
-
-
-def _given(argv: list, flag: str) -> bool:
-    return any(a == flag or a.startswith(flag + "=") for a in argv)
 
 
 def limit_for(argv: list) -> int:
@@ -97,7 +86,7 @@ def count_lines(path: str, limit: int) -> int:
 def input_count(argv: list, limit: int) -> Optional[int]:
     """The input's size in files (or table lines), up to limit + 1; None when
     it is remote or not cheap to count."""
-    tree, table = _value(argv, "--input"), _value(argv, "--label_table")
+    tree, table = argv_flags.value(argv, "--input"), argv_flags.value(argv, "--label_table")
     try:
         if tree and "://" not in tree and os.path.isdir(tree):
             return count_files(tree, limit)
@@ -111,10 +100,9 @@ def input_count(argv: list, limit: int) -> Optional[int]:
 @functools.lru_cache(maxsize=8)
 def _decide(argv: tuple) -> bool:
     args = list(argv)
-    if any(_given(args, f) for f in _GIVEN):
+    if any(argv_flags.given(args, f) for f in _GIVEN):
         return False
-    runner = (_value(args, "--runner") or "").lower()
-    if runner not in ("", "directrunner", "direct", "fnapirunner"):
+    if not argv_flags.local_runner(args):
         return False
     limit = limit_for(args)
     n = input_count(args, limit)
