@@ -660,6 +660,31 @@ def test_the_page_policy_forbids_forms_and_base_urls_in_chromium(tmp_path):
             report_html.check_markup(page.replace("<body>", "<body>" + bad))
 
 
+def test_an_svg_chart_holds_only_what_the_chart_writer_writes():
+    """Charts are SVG images in data: URIs: check_markup holds what is inside
+    them to svg_charts' shapes and text too (a script, a link, an external
+    load or an event handler inside a chart is refused); real charts pass."""
+    import base64
+
+    from tfrecord_pipelines.transforms.core import report_html, svg_charts
+    page = report_html.build_html({"counts": {"listed": 0, "written": 0, "rejected": 0, "not_selected": 0}})
+    chart = report_html.bars_chart("reasons <&>", ["a\u202eb", "<script>"], [3, 1])
+    report_html.check_markup(page.replace("<body>", "<body>" + report_html._chart(chart, "x")))
+
+    def svg(body: str) -> str:
+        doc = svg_charts.Svg(10, 10)
+        doc.parts.append(body)
+        return "data:image/svg+xml;base64," + base64.b64encode(doc.document().encode()).decode()
+    for bad in ("<script>alert(1)</script>", '<a href="http://x/"><text x="1" y="1">x</text></a>',
+                '<image href="http://127.0.0.1:9/y.png"/>', '<rect x="1" onload="x"/>', "<!-- x -->",
+                '<foreignObject><div>x</div></foreignObject>'):
+        with pytest.raises(report_html.MarkupError, match="SVG chart"):
+            report_html.check_markup(page.replace("<body>", "<body>" + report_html._chart(svg(bad), "x")))
+    with pytest.raises(report_html.MarkupError, match="not base64"):
+        report_html.check_markup(page.replace("<body>", '<body><img class="chart" src="data:image/svg+xml;base64,%%" '
+                                                        'alt="x">'))
+
+
 def test_report_of_a_manifest_with_wrong_section_types_still_builds(scene, tmp_path):
     out, _, _ = scene
     m = load(out)

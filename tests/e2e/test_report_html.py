@@ -475,8 +475,11 @@ def test_the_deadline_holds_while_thumbnails_are_decoding(tmp_path, capsys):
     assert report_main([out, "--deadline", "0.5", "--sources", root]) == 0  # the rejected files are read there
     took = time.monotonic() - started
     printed = capsys.readouterr().out
-    gathered = float(re.search(r"gathered in ([0-9.]+) s", printed).group(1))
-    assert gathered < 0.5 + 1.5, printed  # the thumbnails' decodes stop at the deadline, mid-file
+    waited = float(re.search(r"waiting for thumbnails ([0-9.]+) s", printed).group(1))
+    # The decodes stop at the deadline, mid-file: uncut, three ~1 s decodes on two
+    # cores are ~2 s of waiting; cut, at most the 0.5 s and the time to notice.
+    # (What came before the thumbnails is not bounded here: a busy machine slows it.)
+    assert waited < 1.2, printed
     assert took < 0.5 + 8.0, took  # and drawing the page after it (~1 s on a quiet machine)
     assert "not made by the 0.5 s deadline" in printed and "waiting for thumbnails" in printed, printed
     with open(os.path.join(out, report_data.REPORT), encoding="utf-8") as f:

@@ -619,6 +619,42 @@ _SVG_TAGS = {"svg": {"xmlns", "width", "height", "viewbox", "font-family", "fill
              "text": {"x", "y", "font-size", "text-anchor", "transform", "font-weight", "dominant-baseline"}}
 
 
+class _AllowList(HTMLParser):
+    """What a document holds beyond `tags` ({tag: attributes it may carry}):
+    any other element or attribute, a comment, a processing instruction, a
+    declaration; `problems` says each, `where` after it."""
+
+    def __init__(self, tags: dict, where: str = ""):
+        super().__init__(convert_charrefs=True)
+        self.tags, self.where, self.problems = tags, where, []
+
+    def attribute(self, tag: str, name: str, value) -> None:
+        """An allowed attribute's value (a subclass holds it to more)."""
+
+    def handle_starttag(self, tag, attrs):
+        allowed = self.tags.get(tag)
+        if allowed is None:
+            self.problems.append(f"a <{tag}> element{self.where}")
+            return
+        for k, v in attrs:
+            if k not in allowed:
+                self.problems.append(f"a {k!r} attribute on <{tag}>{self.where}")
+            else:
+                self.attribute(tag, k, v)
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+
+    def handle_comment(self, data):
+        self.problems.append(f"a comment{self.where}")
+
+    def handle_pi(self, data):
+        self.problems.append(f"a processing instruction{self.where}")
+
+    def unknown_decl(self, data):
+        self.problems.append(f"a declaration{self.where}")
+
+
 def _svg_problems(uri: str) -> list:
     """What a chart's SVG holds beyond the shapes and text svg_charts writes
     (a script, a link, an external load, an event handler)."""
@@ -626,30 +662,29 @@ def _svg_problems(uri: str) -> list:
         svg = base64.b64decode(uri[len(_SVG_URI):], validate=True).decode("utf-8")
     except (ValueError, UnicodeDecodeError):
         return ["an SVG chart that is not base64 UTF-8"]
-    problems: list = []
+    check = _AllowList(_SVG_TAGS, " in an SVG chart")
+    check.feed(svg)
+    return check.problems
 
-    class Check(HTMLParser):
-        def handle_starttag(self, tag, attrs):
-            allowed = _SVG_TAGS.get(tag)
-            if allowed is None:
-                problems.append(f"a <{tag}> element in an SVG chart")
-                return
-            problems.extend(f"a {k!r} attribute on <{tag}> in an SVG chart" for k, _ in attrs if k not in allowed)
 
-        def handle_startendtag(self, tag, attrs):
-            self.handle_starttag(tag, attrs)
+class _PageCheck(_AllowList):
+    """The page's own allow-list: images only from data: URIs (an SVG chart
+    held to its own list), and the <meta> elements noted."""
 
-        def handle_comment(self, data):
-            problems.append("a comment in an SVG chart")
+    def __init__(self):
+        super().__init__(_TAGS)
+        self.metas: list = []
 
-        def handle_pi(self, data):
-            problems.append("a processing instruction in an SVG chart")
+    def attribute(self, tag, name, value):
+        if name == "src" and (value or "").startswith(_SVG_URI):
+            self.problems.extend(_svg_problems(value))
+        elif name == "src" and not (value or "").startswith(_IMAGE_URIS):
+            self.problems.append(f"an image source {str(value)[:40]!r}")
 
-        def unknown_decl(self, data):
-            problems.append("a declaration in an SVG chart")
-
-    Check(convert_charrefs=True).feed(svg)
-    return problems
+    def handle_starttag(self, tag, attrs):
+        super().handle_starttag(tag, attrs)
+        if tag == "meta":
+            self.metas.append(tuple((k, v) for k, v in attrs))
 
 
 def check_markup(page: str) -> None:
@@ -658,38 +693,9 @@ def check_markup(page: str) -> None:
     link, a form), a script, an event handler, a load other than an embedded
     image, a comment. The escaping should make this impossible; this holds
     the page to it, whatever a manifest smuggles in."""
-    problems: list = []
-    metas: list = []
-
-    class Check(HTMLParser):
-        def handle_starttag(self, tag, attrs):
-            allowed = _TAGS.get(tag)
-            if allowed is None:
-                problems.append(f"a <{tag}> element")
-                return
-            for k, v in attrs:
-                if k not in allowed:
-                    problems.append(f"a {k!r} attribute on <{tag}>")
-                elif k == "src" and (v or "").startswith(_SVG_URI):
-                    problems.extend(_svg_problems(v))
-                elif k == "src" and not (v or "").startswith(_IMAGE_URIS):
-                    problems.append(f"an image source {str(v)[:40]!r}")
-            if tag == "meta":
-                metas.append(tuple((k, v) for k, v in attrs))
-
-        def handle_startendtag(self, tag, attrs):
-            self.handle_starttag(tag, attrs)
-
-        def handle_comment(self, data):
-            problems.append("a comment")
-
-        def handle_pi(self, data):
-            problems.append("a processing instruction")
-
-        def unknown_decl(self, data):
-            problems.append("a declaration")
-
-    Check(convert_charrefs=True).feed(page)
+    check = _PageCheck()
+    check.feed(page)
+    problems, metas = check.problems, check.metas
     if metas != _METAS:
         problems.append(f"<meta> elements {metas[:6]!r}")
     if problems:
