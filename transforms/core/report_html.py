@@ -78,6 +78,11 @@ class ReportInputs:
     notes: list = dataclasses.field(default_factory=list)       # how the inputs were gathered (caps, failures)
 
 
+class Stopped(OSError):
+    """A thumbnail's decode ended by its `stop` (the report's deadline):
+    not made in time, which the caller counts apart from bad bytes."""
+
+
 class _Stoppable(io.BytesIO):
     """The bytes of an image for Pillow, read 64 KiB at a time as it decodes:
     a read after `stop()` turns true fails, which ends the decode there (a
@@ -89,7 +94,7 @@ class _Stoppable(io.BytesIO):
 
     def read(self, size=-1):
         if self._stop is not None and self._stop():
-            raise OSError("stopped: the report's deadline passed")
+            raise Stopped("stopped: the report's deadline passed")
         return super().read(size)
 
 
@@ -100,7 +105,7 @@ def thumbnail(data: bytes, px: int = THUMB_PX, stop=None, boxes: Optional[list] 
     photo (images.decode_cost_problem: a JPEG of thousands of progressive
     scans took 45 s): each decode's work is bounded before it starts, and
     `stop` (a callable: true when it is time to give up) ends it between
-    reads. `boxes`: [(xmin, ymin, xmax, ymax)] normalized, drawn on it."""
+    reads, raising Stopped. `boxes`: [(xmin, ymin, xmax, ymax)] normalized, drawn on it."""
     if images.decode_cost_problem(data, MAX_THUMB_SCAN_PIXELS):
         return b""
     try:
@@ -114,7 +119,9 @@ def thumbnail(data: bytes, px: int = THUMB_PX, stop=None, boxes: Optional[list] 
             im.seek(0)
             im.load()
             small = im.copy()
-    except Exception:  # anything Pillow may raise on bad bytes: no thumbnail
+    except Exception as e:  # anything Pillow may raise on bad bytes: no thumbnail
+        if stop is not None and (isinstance(e, Stopped) or isinstance(e.__context__, Stopped) or stop()):
+            raise Stopped("stopped: the report's deadline passed") from None  # late, not bad bytes
         return b""
     small.thumbnail((px, px))
     if small.mode in ("RGBA", "LA", "PA") or (small.mode == "P" and "transparency" in small.info):

@@ -33,7 +33,7 @@ from typing import Iterable, Optional
 from tfrecord_pipelines.transforms.core import example_decode, report_html
 from tfrecord_pipelines.transforms.core.records import Reason
 from tfrecord_pipelines.transforms.core.report_html import (THUMB_BOXES_PX, THUMB_PX, ReportInputs, Sample,
-                                                            ShownReject, thumbnail)
+                                                            ShownReject, Stopped, thumbnail)
 from tfrecord_pipelines.transforms.core.specs import OutputFormat, ReadPolicy
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, iter_records
 from tfrecord_pipelines.transforms.storage import fsutil, layout, progress, reads, untrusted
@@ -105,7 +105,7 @@ class Budget:
             return thumb
         try:
             return thumb.result(timeout=max(self.end - time.monotonic(), 0.0))
-        except concurrent.futures.TimeoutError:
+        except (concurrent.futures.TimeoutError, Stopped):  # still decoding, or its decode cut by the deadline
             thumb.cancel()
             self.late += 1
             return b""
@@ -296,7 +296,10 @@ def file_thumbnail(path: str, budget: Budget):
     """A thumbnail of an input file, made on the budget's threads (b"" if it
     cannot be read or decoded, or the budget is spent): only regular files,
     at most MAX_SOURCE_BYTES."""
-    if budget.source_reads >= MAX_SOURCE_READS or budget.out_of_time():
+    if budget.out_of_time():  # not made by the deadline: the page says how many
+        budget.late += 1
+        return b""
+    if budget.source_reads >= MAX_SOURCE_READS:
         return b""
     budget.source_reads += 1
     return budget.later(_file_thumbnail, path, budget)
@@ -304,7 +307,7 @@ def file_thumbnail(path: str, budget: Budget):
 
 def _file_thumbnail(path: str, budget: Budget) -> bytes:
     if budget.out_of_time():
-        return b""
+        raise Stopped("the report's deadline passed before this file was read")
     try:
         data, _, _ = reads.read_input(path, 0, -1, ReadPolicy(timeout=30.0, max_file_bytes=MAX_SOURCE_BYTES))
     except Exception:  # gone, unreadable, not a file, too large: no preview
