@@ -448,6 +448,27 @@ def test_thumbnails_are_bounded_before_decoding():
     assert thumbnail(image_bytes(1600, 1200, progressive=True)) != b""  # a real progressive photo
 
 
+def test_a_decode_cut_by_the_deadline_is_counted_late_not_as_bad_bytes():
+    """Whatever the machine's speed: a decode its stop cuts, and a file not
+    read because the deadline had passed, are thumbnails not made by the
+    deadline (the page says how many), where bad bytes are just no preview."""
+    from tfrecord_pipelines.transforms.core.report_html import ReportInputs, ShownReject, Stopped, thumbnail
+    from tfrecord_pipelines.transforms.storage import report_data
+    slow = _slow_progressive(100, 1600, 1200, 3)
+    with pytest.raises(Stopped):
+        thumbnail(slow, 96, lambda: True)
+    assert thumbnail(b"not an image", 96, lambda: False) == b""  # bad bytes: no preview, not late
+    budget = report_data.Budget(0.0)
+    time.sleep(0.01)
+    inputs = ReportInputs(rejects=[ShownReject("a.jpg", "unknown_label", "", "train",
+                                               budget.later(thumbnail, slow, 96, budget.out_of_time)),
+                                   ShownReject("b.jpg", "unknown_label", "", "train",
+                                               report_data.file_thumbnail(__file__, budget))])
+    budget.resolve(inputs)
+    assert budget.late == 2 and [r.thumb for r in inputs.rejects] == [b"", b""]
+    assert "2 thumbnails not made by the 0 s deadline" in budget.summary()
+
+
 def test_the_deadline_holds_while_thumbnails_are_decoding(tmp_path, capsys):
     """Rejected files (unknown labels: previewable) that take seconds each to
     decode, under the per-image cap: `tfrecords report --deadline` returns
