@@ -41,11 +41,13 @@ def _shard(folder, name, entries, damage=False) -> provenance.PrevShard:
         f.write(data[:-5] + b"xxxx\n" if damage else data)
     records = [e for e in entries if e.offset >= 0]
     return provenance.PrevShard("train", name, sum(e.length for e in records), len(records), len(data),
-                                crc32c_text(google_crc32c.value(data)))
+                                crc32c_text(google_crc32c.value(data)), records[-1].crc_after if records else 0)
 
 
 def _entry(rec, offset, length=100):
-    return provenance.Entry(rec.rel, rec.stamp, provenance.record_digest(rec), offset, length, 7, SHA, 42, 24, 16)
+    """A record's entry; running CRCs made up, chained as a writer records them (offset // 100 -> offset // 100 + 1)."""
+    return provenance.Entry(rec.rel, rec.stamp, provenance.record_digest(rec), offset, length, 7, SHA, 42, 24, 16,
+                            crc_before=offset // 100, crc_after=offset // 100 + 1)
 
 
 def test_unchanged_records_carry_the_previous_copy_and_the_rest_are_counted(tmp_path):
@@ -67,7 +69,7 @@ def test_unchanged_records_carry_the_previous_copy_and_the_rest_are_counted(tmp_
     with TestPipeline() as p:
         out = p | beam.Create([Batch(now[:3]), Batch(now[3:])]) | MatchPrevious(MatchSpec(prev, SEED))
         assert_that(out[RECORDS] | "Prev" >> beam.FlatMap(lambda b: [(r.rel, r.prev) for r in b]),
-                    equal_to([("cat/same.jpg", (provenance.COPY, shards[0].name, 0, 100, 7, SHA)),
+                    equal_to([("cat/same.jpg", (provenance.COPY, shards[0].name, 0, 100, 7, SHA, 0, 1)),
                               ("cat/relabelled.jpg", ()), ("cat/touched.jpg", ()),
                               ("cat/refused.jpg", (provenance.REJECT, Reason.NOT_AN_IMAGE.value,
                                                    "not an image file")),

@@ -80,7 +80,7 @@ def test_reuse_needs_the_same_identity_and_digest_and_no_racy_times():
                      detail="cut")
     assert pv.reusable(r._replace(label_id=3), rej, after)
     annotated = pv.annotate(r, e, "train-00000-of-00002.tfrecord")
-    assert annotated.prev == (pv.COPY, "train-00000-of-00002.tfrecord", 0, 116, 5, "ab" * 32)
+    assert annotated.prev == (pv.COPY, "train-00000-of-00002.tfrecord", 0, 116, 5, "ab" * 32, 0, 0)
     assert (annotated.phash, annotated.width, annotated.height) == (12, 3, 2)
     assert pv.annotate(r, rej, "x").prev == (pv.REJECT, "truncated", "cut")
 
@@ -91,24 +91,44 @@ def lines(*entries) -> bytes:
     return b"".join(pv.encode_entry(e) for e in entries)
 
 
+def chained(*entries) -> tuple:
+    """The entries with running CRCs chained as a writer records them (values
+    made up: only the chain is checked here), and the shard's CRC they end at."""
+    out, running = [], 0
+    for i, e in enumerate(entries):
+        if e.offset >= 0:
+            after = (running * 31 + 7 + i) & 0xFFFFFFFF
+            e, running = e._replace(crc_before=running, crc_after=after), after
+        out.append(e)
+    return out, running
+
+
 def test_entries_round_trip_and_checks_of_the_whole_file():
     a, b = rec("a.jpg"), rec("b.jpg", stamp=pv.gcs_stamp(5, 2**62))
     ea, eb = entry(a, offset=0, length=100), entry(b, offset=100, length=50, src_sha256="cd" * 32)
     ej = entry(rec("c\udcff.jpg"), offset=-1, length=0, crc=0, sha256="", phash=-1, width=0, height=0,
                reason="not_an_image", detail="no known image signature")
+    (ea, ej, eb), crc = chained(ea, ej, eb)
     data = lines(ea, ej, eb)
-    assert pv.parse_entries(data, 150, 2) == [ea, ej, eb]
-    assert pv.parse_entries(b"", 0, 0) == []
+    assert pv.parse_entries(data, 150, 2, crc) == [ea, ej, eb]
+    assert pv.parse_entries(b"", 0, 0, 0) == []
     with pytest.raises(pv.ProvenanceError, match="manifest says"):
-        pv.parse_entries(data, 151, 2)  # the shard's size
+        pv.parse_entries(data, 151, 2, crc)  # the shard's size
     with pytest.raises(pv.ProvenanceError, match="manifest says"):
-        pv.parse_entries(data, 150, 3)
+        pv.parse_entries(data, 150, 3, crc)
     with pytest.raises(pv.ProvenanceError, match="expected 100"):
-        pv.parse_entries(lines(ea, eb._replace(offset=101)), 151, 2)  # records are contiguous
+        pv.parse_entries(lines(ea, eb._replace(offset=101)), 151, 2, crc)  # records are contiguous
     with pytest.raises(pv.ProvenanceError, match="twice"):
-        pv.parse_entries(lines(ea, eb._replace(rel="a.jpg")), 150, 2)
+        pv.parse_entries(lines(ea, eb._replace(rel="a.jpg")), 150, 2, crc)
     with pytest.raises(pv.ProvenanceError, match="line end"):
-        pv.parse_entries(data[:-1], 150, 2)
+        pv.parse_entries(data[:-1], 150, 2, crc)
+    # The running CRCs chain from 0, record to record, to the shard's CRC32C in the manifest.
+    with pytest.raises(pv.ProvenanceError, match="does not follow"):
+        pv.parse_entries(lines(ea, eb._replace(crc_before=eb.crc_before ^ 1)), 150, 2, crc)
+    with pytest.raises(pv.ProvenanceError, match="does not follow"):
+        pv.parse_entries(lines(ea._replace(crc_before=5), eb), 150, 2, crc)
+    with pytest.raises(pv.ProvenanceError, match="CRC32C in the manifest"):
+        pv.parse_entries(data, 150, 2, crc ^ 1)
 
 
 @pytest.mark.parametrize("field,value", [
@@ -116,29 +136,31 @@ def test_entries_round_trip_and_checks_of_the_whole_file():
     ("stamp", [0, 1, 2]), ("stamp", [0, -1, 2, 3, 4]), ("stamp", [0, True, 2, 3, 4]), ("stamp", [1, 2, 2**63]),
     ("digest", "XY" * 16), ("digest", "ab"), ("offset", -2), ("offset", 1.0), ("length", 15), ("crc", 2**32),
     ("crc", -1), ("sha256", "AB" * 32), ("sha256", ""), ("phash", 2**64), ("phash", -2), ("width", -1),
-    ("height", True), ("src_sha256", "x"), ("reason", "corrupt"), ("detail", "why"),
+    ("height", True), ("src_sha256", "x"), ("reason", "corrupt"), ("detail", "why"), ("crc_before", -1),
+    ("crc_after", 2**32), ("crc_after", 1.0),
 ])
 def test_a_malformed_field_refuses_the_file(field, value):
     e = entry(rec(), offset=0, length=16)
     row = json.loads(pv.encode_entry(e))
     row[pv.Entry._fields.index(field)] = value
     with pytest.raises(pv.ProvenanceError):
-        pv.parse_entries(json.dumps(row).encode() + b"\n", 16, 1)
+        pv.parse_entries(json.dumps(row).encode() + b"\n", 16, 1, 0)
 
 
 def test_a_carried_reject_is_held_to_its_shape():
     base = entry(rec(), offset=-1, length=0, crc=0, sha256="", phash=-1, width=0, height=0, reason="corrupt",
                  detail="x")
-    assert pv.parse_entries(lines(base), 0, 0) == [base]
+    assert pv.parse_entries(lines(base), 0, 0, 0) == [base]
     for bad in (base._replace(reason="missing"), base._replace(detail="y" * (pv.MAX_DETAIL + 1)),
-                base._replace(length=16), base._replace(sha256="ab" * 32)):
+                base._replace(length=16), base._replace(sha256="ab" * 32), base._replace(crc_after=3)):
         with pytest.raises(pv.ProvenanceError):
-            pv.parse_entries(lines(bad), 0, 0)
+            pv.parse_entries(lines(bad), 0, 0, 0)
 
 
 def test_random_bytes_never_parse_as_anything_else():
     rnd = random.Random(7)
-    good = lines(entry(rec("a.jpg"), offset=0, length=100), entry(rec("b.jpg"), offset=100, length=50))
+    good_entries, crc = chained(entry(rec("a.jpg"), offset=0, length=100), entry(rec("b.jpg"), offset=100, length=50))
+    good = lines(*good_entries)
     for i in range(3000):
         data = bytearray(good)
         for _ in range(rnd.randint(1, 4)):
@@ -146,7 +168,7 @@ def test_random_bytes_never_parse_as_anything_else():
         if i % 3 == 0:
             data = bytearray(rnd.randbytes(rnd.randint(0, 300)))
         try:
-            got = pv.parse_entries(bytes(data), 150, 2)
+            got = pv.parse_entries(bytes(data), 150, 2, crc)
         except pv.ProvenanceError:
             continue
         # What parses is well-formed: contiguous records, as many as the manifest says.
@@ -158,7 +180,7 @@ def test_a_line_too_long_is_refused():
     row = json.loads(pv.encode_entry(e))
     big = json.dumps(row).encode()[:-1] + b"," + b" " * pv.MAX_LINE + b"0]"
     with pytest.raises(pv.ProvenanceError):
-        pv.parse_entries(big + b"\n", 16, 1)
+        pv.parse_entries(big + b"\n", 16, 1, 0)
 
 
 # ---- the previous version: whether it can be used, and its manifest section ----------------------------------------
@@ -191,7 +213,7 @@ def test_why_full_names_what_prevents_reuse():
 
 def test_the_previous_versions_section_is_checked():
     prev = pv.previous_version(prev_manifest(), "v1", "/root/v1")
-    assert prev.shards == (pv.PrevShard("train", "train-00000-of-00001.tfrecord", 150, 2, 10, "AAAAAA=="),)
+    assert prev.shards == (pv.PrevShard("train", "train-00000-of-00001.tfrecord", 150, 2, 10, "AAAAAA==", 0),)
     assert prev.after_ns == 5 * SEC - pv.RACY_MARGIN_NS
     bad_name = prev_manifest()
     bad_name["splits"]["train"]["shards"][0]["name"] = "../../etc/passwd"
@@ -204,7 +226,7 @@ def test_the_previous_versions_section_is_checked():
 # ---- the writer's units of work, and the check of a copied record -------------------------------------------------
 
 def copy(r: Rec, shard: str, offset: int, length: int) -> Rec:
-    return r._replace(prev=(pv.COPY, shard, offset, length, 0, ""))
+    return r._replace(prev=(pv.COPY, shard, offset, length, 0, "", 0, 0))
 
 
 def test_plan_units_groups_nearby_copies_of_one_shard():
@@ -239,7 +261,7 @@ def needle(rel: str) -> bytes:
 def test_check_framed_finds_every_damage():
     framed, crc = framed_record("cat/1.jpg")
     assert [d for _, d in iter_records(io.BytesIO(framed))]  # a real record
-    r = rec().__class__(rel="cat/1.jpg", path="", prev=(pv.COPY, "s", 0, len(framed), crc, ""))
+    r = rec().__class__(rel="cat/1.jpg", path="", prev=(pv.COPY, "s", 0, len(framed), crc, "", 0, 0))
     assert pv.check_framed(framed, r, needle("cat/1.jpg")) == ""
     assert "bytes present" in pv.check_framed(framed[:-1], r, b"")
     for pos, why in ((3, "length field"), (9, "length CRC"), (50, "data CRC"), (len(framed) - 1, "data CRC")):
@@ -248,9 +270,9 @@ def test_check_framed_finds_every_damage():
         assert why in pv.check_framed(bytes(bad), r, b""), pos
     # Another record, whole and valid, where the provenance points: the recorded CRC differs ...
     other, other_crc = framed_record("dog/2.jpg")
-    assert "data CRC" in pv.check_framed(other, r._replace(prev=(pv.COPY, "s", 0, len(other), crc, "")), b"")
+    assert "data CRC" in pv.check_framed(other, r._replace(prev=(pv.COPY, "s", 0, len(other), crc, "", 0, 0)), b"")
     # ... and if a forged provenance recorded that CRC too, the file name inside it does not match.
-    forged = r._replace(prev=(pv.COPY, "s", 0, len(other), other_crc, ""))
+    forged = r._replace(prev=(pv.COPY, "s", 0, len(other), other_crc, "", 0, 0))
     assert "another file's record" in pv.check_framed(other, forged, needle("cat/1.jpg"))
 
 
@@ -288,8 +310,37 @@ def test_only_rejects_decided_by_the_bytes_are_carried():
     r = rec()
     carried = pv.reject_entry(r, Reject(r.rel, "truncated", "cut", "train"))
     assert carried is not None and (carried.reason, carried.detail, carried.offset) == ("truncated", "cut", -1)
-    assert pv.parse_entries(pv.encode_entry(carried), 0, 0) == [carried]
+    assert pv.parse_entries(pv.encode_entry(carried), 0, 0, 0) == [carried]
     for reason in ("missing", "unreadable", "not_a_file", "changed", "unknown_label"):
         assert pv.reject_entry(r, Reject(r.rel, reason, "x", "train")) is None
     assert pv.reject_entry(r._replace(stamp=()), Reject(r.rel, "corrupt", "x", "train")) is None
     assert pv.reject_entry(r, Reject(r.rel, "corrupt", "x" * (pv.MAX_DETAIL + 1), "train")) is None
+
+
+def test_a_run_is_checked_by_one_crc_pass_and_the_names_inside_it():
+    """Records back to back in a previous shard, copied whole: their bytes must
+    carry the shard's running CRC from the value recorded before the first to
+    the one after the last, and each must hold its own file name."""
+    buf = io.BytesIO()
+    w = RecordWriter(buf)
+    recs, pos = [], 0
+    for rel in ("cat/1.jpg", "cat/2.jpg", "dog/3.jpg"):
+        chunks, length = encode_example({"image/encoded": ("bytes", [os.urandom(200)]),
+                                         "image/filename": ("bytes", [rel.encode()])})
+        before = w.crc
+        crc = w.write(chunks, length)
+        recs.append(rec(rel)._replace(prev=(pv.COPY, "s", pos, length + 16, crc, "", before, w.crc)))
+        pos += length + 16
+    data = buf.getvalue()
+    names = [needle(r.rel) for r in recs]
+    assert pv.contiguous(tuple(recs)) and not pv.contiguous((recs[0], recs[2]))
+    assert pv.run_problem(data, tuple(recs), names) == ""
+    assert pv.run_problem(data[recs[1].prev[2]:], tuple(recs[1:]), names[1:]) == ""  # a run not from byte 0
+    assert "bytes present" in pv.run_problem(data[:-1], tuple(recs), names)
+    for at in (3, 100, len(data) - 1):  # framing, image bytes, the last CRC
+        bad = bytearray(data)
+        bad[at] ^= 1
+        assert "running CRC mismatch" in pv.run_problem(bytes(bad), tuple(recs), names), at
+    # A forged provenance that swapped two names (their CRCs chained anew): the names inside say so.
+    assert "another file's record" in pv.run_problem(data, tuple(recs), [names[1], names[0], names[2]])
+    assert pv.run_problem(data, tuple(recs), [b"", b"", b""]) == ""  # the file-name feature dropped

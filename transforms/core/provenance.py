@@ -14,9 +14,15 @@ record's framed bytes when:
   times and inode on local disk; size and generation on GCS), and that
   identity was not racy when the previous run listed it (`racy`);
 - its metadata has the same digest (`record_digest`).
-The copy is checked record by record before it is written (`check_framed`):
-both framing CRCs, the CRC the provenance recorded, and the file name inside
-the Example; a record that fails is read from its source instead.
+Each record's entry also holds the shard's running CRC32C before and after
+it, chained from 0 to the shard's CRC32C in the manifest. A run of records
+copied whole is checked by one CRC pass over its bytes, continued from the
+running CRC before its first record, against the one after its last
+(`run_problem`), and the file name inside each Example; the new shard's own
+running CRC moves by a shift (transforms/core/crc_shift.py), without a second
+pass. A run that fails is checked record by record (`check_framed`: both
+framing CRCs, the CRC the provenance recorded, the file name); a record that
+fails is read from its source instead.
 
 Provenance files hold one JSON array per line (`encode_entry`), in the order
 of the shard's records, contiguous from byte 0; the manifest lists each with
@@ -25,6 +31,7 @@ refuses a file that is not exactly that.
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
@@ -38,7 +45,7 @@ from tfrecord_pipelines.transforms.core.example_codec import bytes_entry
 from tfrecord_pipelines.transforms.core.records import Reason, Rec, Reject
 from tfrecord_pipelines.transforms.core.tfrecord_io import mask
 
-FORMAT = "tfrecord-pipelines/provenance/v1"
+FORMAT = "tfrecord-pipelines/provenance/v2"
 RESUME_FORMAT = "tfrecord-pipelines/resume/v1"
 FOLDER = "provenance"        # in a version folder: provenance/<shard name>.jsonl
 SUFFIX = ".jsonl"
@@ -71,7 +78,9 @@ CARRIED_REASONS = frozenset(r.value for r in (
     Reason.EMPTY, Reason.NOT_AN_IMAGE, Reason.TRUNCATED, Reason.CORRUPT, Reason.UNSUPPORTED_FORMAT,
     Reason.TOO_MANY_PIXELS, Reason.TOO_COMPLEX, Reason.TOO_LARGE))
 
-COPY, REJECT = 0, 1           # Rec.prev kinds: (COPY, shard, offset, length, crc, stored sha256), (REJECT, reason, detail)
+# Rec.prev kinds: (COPY, shard, offset, length, crc, stored sha256, shard CRC before, shard CRC after),
+# (REJECT, reason, detail)
+COPY, REJECT = 0, 1
 READ = 2                      # a writer's unit: read the image from its source
 
 
@@ -94,6 +103,8 @@ class Entry(NamedTuple):
     src_sha256: str = ""  # hex, of the file's bytes when --duplicates hashed them
     reason: str = ""      # a reject: its reason and detail
     detail: str = ""
+    crc_before: int = 0   # the shard's running CRC32C (unmasked) before this record, and after it
+    crc_after: int = 0
 
 
 # ---- a source file's identity ----------------------------------------------------------------------------------
@@ -160,7 +171,8 @@ def annotate(rec: Rec, entry: Entry, shard: str) -> Rec:
     its reject), and what the quality checks and planning need of it."""
     if entry.offset < 0:
         return rec._replace(prev=(REJECT, entry.reason, entry.detail))
-    return rec._replace(prev=(COPY, shard, entry.offset, entry.length, entry.crc, entry.sha256),
+    return rec._replace(prev=(COPY, shard, entry.offset, entry.length, entry.crc, entry.sha256, entry.crc_before,
+                              entry.crc_after),
                         size=rec.stamp[1], phash=entry.phash, width=entry.width, height=entry.height,
                         sha256=entry.src_sha256)
 
@@ -173,7 +185,7 @@ def encode_entry(e: Entry) -> bytes:
     strings that are not ours, the rest formatted directly: a third of the cost)."""
     return (f'[{json.dumps(e.rel)},[{",".join(map(str, e.stamp))}],"{e.digest}",{e.offset},{e.length},{e.crc},'
             f'"{e.sha256}",{e.phash},{e.width},{e.height},"{e.src_sha256}",{json.dumps(e.reason)},'
-            f'{json.dumps(e.detail)}]\n').encode("ascii")
+            f'{json.dumps(e.detail)},{e.crc_before},{e.crc_after}]\n').encode("ascii")
 
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -193,8 +205,8 @@ def _check_entry(row) -> Entry:
     """An Entry from a parsed line, every field checked (a plain type check
     first: bool is not an int here)."""
     if type(row) is not list or len(row) != _FIELDS:
-        raise ProvenanceError("a line is not an array of 13 fields")
-    rel, s, digest, offset, length, crc, sha, phash, width, height, src, reason, detail = row
+        raise ProvenanceError(f"a line is not an array of {_FIELDS} fields")
+    rel, s, digest, offset, length, crc, sha, phash, width, height, src, reason, detail, before, after = row
     if type(rel) is not str or not 0 < len(rel) <= MAX_REL:
         raise ProvenanceError("a path is missing or too long")
     n = _STAMP_LEN.get(s[0]) if type(s) is list and s and type(s[0]) is int else None
@@ -205,11 +217,14 @@ def _check_entry(row) -> Entry:
         raise ProvenanceError(f"{rel!r}: a malformed digest")
     if offset == -1 and type(offset) is int:
         ok = (length == 0 and crc == 0 and sha == "" and phash == -1 and width == 0 and height == 0 and src == ""
-              and type(length) is type(crc) is type(phash) is type(width) is type(height) is int
+              and before == 0 and after == 0
+              and type(length) is type(crc) is type(phash) is type(width) is type(height) is type(before) is int
+              and type(after) is int
               and type(reason) is str and reason in CARRIED_REASONS and type(detail) is str
               and len(detail) <= MAX_DETAIL)
     else:
         ok = (type(offset) is type(length) is type(crc) is type(phash) is type(width) is type(height) is int
+              and type(before) is type(after) is int and 0 <= before <= _U32_MAX and 0 <= after <= _U32_MAX
               and 0 <= offset <= INT64 and 16 <= length <= INT64 and 0 <= crc <= _U32_MAX
               and -1 <= phash <= _U64_MAX and 0 <= width <= _I31_MAX and 0 <= height <= _I31_MAX
               and type(sha) is str and _HEX64.fullmatch(sha) is not None
@@ -217,13 +232,15 @@ def _check_entry(row) -> Entry:
               and reason == "" and detail == "")
     if not ok:
         raise ProvenanceError(f"{rel!r}: a malformed field")
-    return Entry(rel, tuple(s), digest, offset, length, crc, sha, phash, width, height, src, reason, detail)
+    return Entry(rel, tuple(s), digest, offset, length, crc, sha, phash, width, height, src, reason, detail, before,
+                 after)
 
 
-def parse_entries(data: bytes, shard_bytes: int, shard_records: int) -> list:
+def parse_entries(data: bytes, shard_bytes: int, shard_records: int, shard_crc: int) -> list:
     """The entries of one shard's provenance file, checked whole: every line
     well-formed, each path once, the records contiguous from byte 0 to the
-    shard's size, as many as the manifest says."""
+    shard's size, as many as the manifest says, their running CRC32Cs chained
+    from 0 to the shard's (`shard_crc`, unmasked)."""
     if not data:
         lines = []
     elif not data.endswith(b"\n"):
@@ -238,7 +255,7 @@ def parse_entries(data: bytes, shard_bytes: int, shard_records: int) -> list:
         raise ProvenanceError("a line is not JSON") from None
     if len(rows) != len(lines):
         raise ProvenanceError("a line holds more or less than one entry")
-    out, seen, pos = [], set(), 0
+    out, seen, pos, running = [], set(), 0, 0
     for row in rows:
         e = _check_entry(row)
         if e.rel in seen:
@@ -247,12 +264,17 @@ def parse_entries(data: bytes, shard_bytes: int, shard_records: int) -> list:
         if e.offset >= 0:
             if e.offset != pos:
                 raise ProvenanceError(f"{e.rel!r}: offset {e.offset}, expected {pos}")
+            if e.crc_before != running:
+                raise ProvenanceError(f"{e.rel!r}: its running CRC does not follow the record's before it")
             pos += e.length
+            running = e.crc_after
         out.append(e)
     records = sum(1 for e in out if e.offset >= 0)
     if pos != shard_bytes or records != shard_records:
         raise ProvenanceError(f"{records} records, {pos:,} bytes: the manifest says {shard_records} records, "
                               f"{shard_bytes:,} bytes")
+    if running != shard_crc:
+        raise ProvenanceError("the records' running CRC does not end at the shard's CRC32C in the manifest")
     return out
 
 
@@ -266,6 +288,7 @@ class PrevShard(NamedTuple):
     records: int
     prov_bytes: int       # its provenance file, provenance/<name>.jsonl
     prov_crc32c: str
+    crc: int = 0          # the shard's CRC32C (unmasked), as the manifest gives it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -341,7 +364,10 @@ def previous_version(manifest: dict, version: str, folder: str) -> PreviousVersi
             if not (isinstance(p, dict) and _int(p.get("bytes"), 0, INT64) and isinstance(p.get("crc32c"), str)
                     and _CRC.fullmatch(p["crc32c"]) and _SHARD.match(e["name"]) and "crc32c" in e):
                 raise ProvenanceError(f"shard {str(e.get('name'))[:100]!r} has no well-formed provenance entry")
-            shards.append(PrevShard(split, e["name"], e["bytes"], e["records"], p["bytes"], p["crc32c"]))
+            if not (isinstance(e["crc32c"], str) and _CRC.fullmatch(e["crc32c"])):
+                raise ProvenanceError(f"shard {str(e.get('name'))[:100]!r} has a malformed CRC32C")
+            shards.append(PrevShard(split, e["name"], e["bytes"], e["records"], p["bytes"], p["crc32c"],
+                                    int.from_bytes(base64.b64decode(e["crc32c"]), "big")))
     return PreviousVersion(version, folder, listed, tuple(shards))
 
 
@@ -390,7 +416,7 @@ def check_framed(framed: bytes, rec: Rec, needle: bytes) -> str:
     its length, both framing CRCs, the CRC the provenance recorded, and (when
     the Example carries the file name: `needle`, its encoded feature entry)
     that name inside it."""
-    _, _, _, length, crc, _ = rec.prev
+    length, crc = rec.prev[3], rec.prev[4]
     crc_value = google_crc32c.value
     if len(framed) != length:
         return f"{len(framed)} of {length} bytes present"
@@ -407,6 +433,31 @@ def check_framed(framed: bytes, rec: Rec, needle: bytes) -> str:
     return ""
 
 
+def contiguous(recs: tuple) -> bool:
+    """Whether a unit's records lie back to back in their previous shard."""
+    return all(a.prev[2] + a.prev[3] == b.prev[2] for a, b in zip(recs, recs[1:]))
+
+
+def run_problem(data: bytes, recs: tuple, needles: list) -> str:
+    """Why `data`, read for records lying back to back in one previous shard
+    (`recs`, in order), must not be copied as it is ("" if it may): it is not
+    exactly the bytes that took the shard's running CRC32C from the one
+    recorded before the first record to the one after the last (one CRC pass),
+    or a record does not hold its own file name (`needles`, filename_needle
+    per record: b"" when the feature is dropped)."""
+    first, last = recs[0].prev, recs[-1].prev
+    if len(data) != last[2] + last[3] - first[2]:
+        return f"{len(data)} of {last[2] + last[3] - first[2]} bytes present"
+    if google_crc32c.extend(first[6], data) != last[7]:
+        return "its bytes are not those recorded (running CRC mismatch)"
+    base = first[2]
+    for rec, needle in zip(recs, needles):
+        start = rec.prev[2] - base
+        if needle and data.rfind(needle, start + 12, start + rec.prev[3] - 4) < 0:
+            return f"the record of {rec.rel!r} holds another file's record"
+    return ""
+
+
 # ---- what the writer records of each shard ----------------------------------------------------------------------
 
 
@@ -415,7 +466,7 @@ class Written(NamedTuple):
     rec: Rec
     sha256_hex: str      # of the stored bytes
     hash_input: object   # quality.hash_input of its decode, or None (the hash is rec.phash)
-    where: tuple         # (offset, framed length, masked data CRC) in the shard
+    where: tuple         # (offset, framed length, masked data CRC, shard CRC before, shard CRC after) in the shard
 
 
 def flush_written(split: str, waiting: list, rows, entries) -> None:
@@ -432,8 +483,9 @@ def flush_written(split: str, waiting: list, rows, entries) -> None:
             rows.append(quality.Row(rec.rel, split, rec.label_text, rec.label_id, w.sha256_hex, phash,
                                     rec.width, rec.height))
         if entries is not None:
-            entries.append(Entry(rec.rel, rec.stamp or NO_STAMP, record_digest(rec), *w.where, w.sha256_hex, phash,
-                                 rec.width, rec.height, rec.sha256))
+            offset, length, crc, before, after = w.where
+            entries.append(Entry(rec.rel, rec.stamp or NO_STAMP, record_digest(rec), offset, length, crc, w.sha256_hex,
+                                 phash, rec.width, rec.height, rec.sha256, crc_before=before, crc_after=after))
 
 
 def reject_entry(rec: Rec, r: Reject):

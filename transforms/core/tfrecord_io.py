@@ -17,6 +17,8 @@ from typing import BinaryIO, Iterable, Iterator
 
 import google_crc32c
 
+from tfrecord_pipelines.transforms.core import crc_shift
+
 _MASK_DELTA = 0xA282EAD8
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
@@ -118,6 +120,23 @@ class RecordWriter:
         previous version's shard holds it."""
         self._emit(framed)
         self.records += 1
+
+    @property
+    def crc(self) -> int:
+        """The running CRC32C (unmasked) of the bytes written so far."""
+        return self._crc
+
+    def write_run(self, data, records: int, crc_before: int, crc_after: int) -> None:
+        """Writes framed records copied whole from another uncompressed shard,
+        where they took its running CRC32C from crc_before to crc_after (the
+        caller checked `data` against both): this shard's checksum moves by a
+        shift, without another pass over the bytes."""
+        if self._compressor is not None:
+            raise ValueError("a run of framed records is copied into uncompressed shards only")
+        self._crc = crc_shift.moved(crc_before, crc_after, self._crc, len(data))
+        self._sink.write(data)
+        self.bytes_written += len(data)
+        self.records += records
 
     def close(self) -> str:
         """Flushes the compressor (not the sink) and returns the shard's

@@ -42,7 +42,7 @@ def read_provenance(folder: str, shard: provenance.PrevShard, timeout: float) ->
     if len(data) != shard.prov_bytes or crc32c_text(google_crc32c.value(data)) != shard.prov_crc32c:
         raise Damaged(f"{provenance.provenance_name(shard.name)} does not have the manifest's size and CRC32C")
     try:
-        return provenance.parse_entries(data, shard.bytes, shard.records)
+        return provenance.parse_entries(data, shard.bytes, shard.records, shard.crc)
     except provenance.ProvenanceError as e:
         raise Damaged(f"{provenance.provenance_name(shard.name)}: {e}") from None
 
