@@ -28,24 +28,26 @@ from tfrecord_pipelines import argv_flags
 
 # Images up to which a local run stays in this process. In-process, the
 # per-image work (read, checks, decode, hash, write) runs on every core
-# anyway (read-ahead and write-behind threads: transforms/storage/reads.py,
-# write_behind.py), so workers only add their fixed cost (~0.5-1 s of wall
-# on 2 cores: the zygote, a round trip per stage) until the stages that stay
-# on one thread in-process (listing, labels, splits, the shuffle's sort, the
-# quality checks: ~40 us an image) outweigh it: tens of thousands of images.
-# Measured (bench/fixed_cost.py, CPU s of the process tree, in-process vs
-# workers, 2 vCPUs shared with other programs): 100 images 1.86 vs 3.46;
-# 2,500 header 2.95 vs 4.73, full 6.12 vs 8.28; 10,000 header 5.50 vs 7.25,
-# full 16.7-19.1 vs 17.8. `bench.fixed_cost --images N --variants
-# default,workers` measures both sides, walls included on a quiet machine.
-MAX_IMAGES = 20_000
+# anyway (read-ahead threads: transforms/storage/reads.py), so workers only
+# add their fixed cost (the zygote, a round trip per stage: ~1.5-2 CPU s)
+# until what stays on one thread in-process (listing, labels, splits, the
+# shuffle's sort, encoding and writing, the quality checks) outweighs it.
+# Measured on 2 quiet vCPUs, warm cache (bench/fixed_cost.py --images N
+# --extra "--validate MODE --num_shards 8" --variants default,workers, medians
+# of 3, wall s in-process vs workers, 2026-11-27): header 2,500 4.19 vs 4.12,
+# 5,000 4.80 vs 4.81, 10,000 7.18 vs 6.28; full 2,500 7.03 vs 6.99, 5,000 11.04
+# vs 9.80, 10,000 19.07 vs 16.20. In-process always used less CPU and a third
+# of the memory; the limits are where the workers' wall starts to win.
+MAX_IMAGES = 5_000        # --validate header: the per-image work is light, in-process keeps up longer
+MAX_IMAGES_FULL = 2_500   # full validation (the default): decoding wants both cores
 _GIVEN = ("--direct_num_workers", "--direct_running_mode")
 OFF_ENV = "TFRECORDS_SMALL_RUNS"
 
 
 def limit_for(argv: list) -> int:
     """The in-process limit for the run these arguments describe."""
-    return MAX_IMAGES
+    header = (argv_flags.value(argv, "--validate") or "").lower() == "header"
+    return MAX_IMAGES if header else min(MAX_IMAGES, MAX_IMAGES_FULL)
 
 
 def count_files(root: str, limit: int) -> int:

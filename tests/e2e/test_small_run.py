@@ -93,6 +93,12 @@ def test_what_decides_in_process(small, tmp_path, monkeypatch):
     monkeypatch.setenv(small_run.OFF_ENV, "0")
     assert not small_run.in_process(base + ["--validate", "header"])
     monkeypatch.delenv(small_run.OFF_ENV)
+    # Full validation (the default) decodes every image: the workers win sooner.
+    monkeypatch.setattr(small_run, "MAX_IMAGES_FULL", n - 1)
+    small_run.forget()
+    assert small_run.in_process(base + ["--validate", "header"])
+    assert not small_run.in_process(base) and not small_run.in_process(base + ["--validate", "full"])
+    monkeypatch.setattr(small_run, "MAX_IMAGES_FULL", n)
     table = tmp_path / "labels.csv"
     table.write_text("filename,label\n" + "".join(f"cat/{k}.jpg,cat\n" for k in range(5)))
     small_run.forget()

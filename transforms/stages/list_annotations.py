@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+from typing import Optional
 
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
@@ -133,6 +134,14 @@ def _read_categories(item) -> tuple:
         return coco.read_categories(f, path)
 
 
+def _too_big(rel: str, size: int, spec: DetectionSpec, split: str) -> Optional[Reject]:
+    """The reject of an annotation file over --max_annotation_bytes, read no further (None if it is not)."""
+    if size <= spec.max_annotation_bytes:
+        return None
+    return Reject(rel, Reason.BAD_ANNOTATION.value, f"{size:,} bytes > --max_annotation_bytes "
+                  f"{spec.max_annotation_bytes:,}", split)
+
+
 class _VocFn(beam.DoFn):
     def __init__(self, root: str, spec: DetectionSpec):
         self._root, self._spec = root, spec
@@ -141,9 +150,9 @@ class _VocFn(beam.DoFn):
         out, bad = [], Batch()
         for split, ann_folder, prefix, rec in batch:
             shown = f"{ann_folder.rstrip('/').rsplit('/', 1)[-1]}/{rec.rel}"
-            if rec.size > self._spec.max_annotation_bytes:
-                bad.append(Reject(shown, Reason.BAD_ANNOTATION.value, f"{rec.size:,} bytes > --max_annotation_bytes "
-                                  f"{self._spec.max_annotation_bytes:,}", split))
+            big = _too_big(shown, rec.size, self._spec, split)
+            if big is not None:
+                bad.append(big)
                 continue
             got = join.voc_entry(fsutil.read_bytes(rec.path), shown, split, self._root, prefix)
             (bad if isinstance(got, Reject) else out).append(got)
@@ -161,9 +170,9 @@ class _YoloLabelFn(beam.DoFn):
     def process(self, batch):
         out, bad = [], Batch()
         for key, (_, rec) in batch:
-            if rec.size > self._spec.max_annotation_bytes:
-                bad.append(Reject(rec.rel, Reason.BAD_ANNOTATION.value, f"{rec.size:,} bytes > "
-                                  f"--max_annotation_bytes {self._spec.max_annotation_bytes:,}", rec.split or ""))
+            big = _too_big(rec.rel, rec.size, self._spec, rec.split or "")
+            if big is not None:
+                bad.append(big)
                 continue
             try:
                 text = fsutil.read_bytes(rec.path).decode("utf-8-sig")
