@@ -7,6 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+TEST_PROCS ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: demo test docs bench install clean tools
 
@@ -27,10 +28,10 @@ tools:
 	command -v chromium >/dev/null || (apt-get update && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium)
 
-# The suite, then its multi-process runs again on Beam's own worker processes
+# The suite on a process per core (pytest-xdist), then its multi-process runs again on Beam's own worker processes
 # (the fallback when the zygote is off or Beam's version untested: pipelines/runtime.py).
 test: $(STAMP) tools
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_PROCS) tests
 	TFRECORDS_FORK_WORKERS=0 $(PY) -m pytest -q -m workers tests
 
 # MkDocs with Material; mkdocstrings renders docs/reference.md from the docstrings.

@@ -112,9 +112,12 @@ class ProgressLine:
 
     def _update(self) -> None:
         phase, done, total, note = self.state()
-        if "report" in read_totals(self._folder):  # the publish step builds report.html: not a stall
-            phase, note = "report.html", "building report.html (thumbnails, charts)"
-        stalled = "" if phase == "report.html" else self._stalled(done, phase)
+        # The publish step builds report.html: not a stall. The bar shows the phase that ended (a short run's
+        # writing can fall between two polls: it is drawn complete, not left at "listing").
+        building = "report" in read_totals(self._folder)
+        if building:
+            note = "building report.html (thumbnails, charts)"
+        stalled = "" if building else self._stalled(done, phase)
         if not self._show:
             if stalled and not self._told_stall:  # where nobody watches a bar, a stall is still worth a line
                 sys.stderr.write(f"{time.monotonic() - self._start:5.0f}s | {stalled}\n")
@@ -132,14 +135,14 @@ class ProgressLine:
             self._bar = tqdm(desc=phase, total=total, unit=" img", dynamic_ncols=sized, ncols=None if sized else 100,
                              nrows=None if sized else 24, file=sys.stderr, leave=True, mininterval=self.INTERVAL,
                              miniters=1)  # we update in jumps: tqdm's dynamic miniters would skip redraws
-        elif phase != self._phase and phase != "report.html":
+        elif phase != self._phase:
             self._bar.set_description(phase, refresh=False)
             self._bar.reset(total=total)  # the rate and time left of this phase only
         self._phase = phase
         self._bar.set_postfix_str(stalled or note, refresh=False)
         if done > self._bar.n:
             self._bar.update(done - self._bar.n)  # redraws at most every INTERVAL; tqdm keeps the rate
-        elif stalled or phase == "report.html":
+        elif stalled or building:
             self._bar.refresh()
 
     def _stalled(self, *counts) -> str:

@@ -120,3 +120,29 @@ def test_where_nobody_watches_a_stall_is_still_one_line(tmp_path, capsys):
     assert err.count("nothing new for") == 1 and "reading gs://bucket/images" in err, err
     assert "--io_timeout 120 s" in err and "img/s" not in err
     assert line.state() == ("writing", 3, 10, "0 rejected, 100 B written")
+
+
+def test_a_phase_that_ended_between_two_polls_is_drawn_complete(tmp_path, capsys):
+    """A short run's writing can start and end between two polls of the bar:
+    when the publish step begins, the bar shows that phase complete (N/N),
+    not the listing it last drew."""
+    from tfrecord_pipelines.progress_line import ProgressLine
+    from tfrecord_pipelines.transforms.storage.progress import Progress, expect
+    folder = str(tmp_path / "progress")
+    os.makedirs(folder)
+    line = ProgressLine(folder, "on", str(tmp_path), 120.0)
+    listed = Progress(folder, "list")
+    listed.add(15)
+    listed.flush(force=True)
+    line._update()
+    expect(folder, "write", 15)
+    written = Progress(folder, "write")
+    written.add(15, 18_000)
+    written.flush(force=True)
+    Progress(folder, "report").flush(force=True)  # what progress.mark_stage("report") leaves
+    line._update()
+    line._bar.close()
+    err = capsys.readouterr().err
+    frames = [m.group(0) for m in FRAME.finditer(err)]
+    assert frames and frames[-1].startswith("writing: 100%") and "15/15" in frames[-1], err
+    assert "building report.html" in frames[-1], err
