@@ -143,6 +143,7 @@ def test_a_phase_that_ended_between_two_polls_is_drawn_complete(tmp_path, capsys
     line._update()
     line._bar.close()
     err = capsys.readouterr().err
-    frames = [m.group(0) for m in FRAME.finditer(err)]
+    # Each frame to the end of its redraw: the stage's note follows the rate.
+    frames = [re.split(r"[\r\n]", err[m.start():], maxsplit=1)[0] for m in FRAME.finditer(err)]
     assert frames and frames[-1].startswith("writing: 100%") and "15/15" in frames[-1], err
     assert "building report.html" in frames[-1], err
