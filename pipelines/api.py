@@ -23,6 +23,9 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import difflib
+import functools
+import inspect
 import logging
 import os
 import sys
@@ -76,40 +79,79 @@ def check(**options) -> CheckResult:
     return CheckResult.read(cfg.output.output, seconds)
 
 
-def verify(output, fast: bool = False, decode: bool = False, verbose: bool = False) -> VerifyResult:
+def _suggesting(func):
+    """A keyword the function does not take is a TypeError naming the nearest
+    one it does (as convert()'s keywords are)."""
+    params = inspect.signature(func).parameters
+
+    @functools.wraps(func)
+    def call(*args, **kwargs):
+        for name in kwargs:
+            if name not in params:
+                fixed = name.replace("-", "_").lower()
+                best = [fixed] if fixed in params else difflib.get_close_matches(fixed, list(params), n=1, cutoff=0.6)
+                raise TypeError(f"{func.__name__}() got an unexpected keyword argument {name!r}"
+                                + (f"; did you mean {best[0]!r}?" if best else ""))
+        return func(*args, **kwargs)
+    return call
+
+
+@_suggesting
+def verify(output, fast: bool = False, decode: bool = False, io_timeout: Optional[float] = None,
+           verbose: bool = False) -> VerifyResult:
     """`tfrecords verify`: re-reads every shard of `output` against its
     manifest. Returns the totals; raises VerificationError listing every
-    problem (its `problems`), or OutputError when there is no readable manifest."""
+    problem (its `problems`), or OutputError when there is no readable manifest.
+    The keywords are the command's flags (--fast, --decode, --io_timeout
+    seconds); verbose=True prints what `tfrecords verify` prints without --quiet."""
     from tfrecord_pipelines.verification import verify_output
-    from tfrecord_pipelines.transforms.storage import fsutil
+    from tfrecord_pipelines.transforms.storage import fsutil, gcs
     out = fsutil.normalize_root(os.fspath(output))
-    _manifest(out)  # an output that is not one: OutputError, as load() and spec() say it
-    report = verify_output(out, deep=not fast, log=print if verbose else None, decode=decode)
+    if io_timeout is not None and not (isinstance(io_timeout, (int, float)) and 0 < io_timeout < float("inf")):
+        raise UsageError(f"io_timeout {io_timeout!r} must be a positive number of seconds")
+    kept = gcs.timeout()
+    if io_timeout is not None:
+        gcs.set_timeout(float(io_timeout))
+    try:
+        _manifest(out)  # an output that is not one: OutputError, as load() and spec() say it
+        report = verify_output(out, deep=not fast, log=print if verbose else None, decode=decode)
+    finally:
+        gcs.set_timeout(kept)
     if not report.ok:
         raise VerificationError(f"{len(report.errors)} problem(s) in {out}: {report.errors[0]}"
                                 + (" (and more: see .problems)" if len(report.errors) > 1 else ""), report.errors)
     return VerifyResult(output=out, shards=report.shards, records=report.records, bytes=report.bytes)
 
 
-def report(output, to: str = "", deadline: Optional[float] = None) -> ReportResult:
+@_suggesting
+def report(output, to: str = "", deadline: Optional[float] = None, sources: str = "") -> ReportResult:
     """`tfrecords report`: (re)builds `output`'s report.html (or writes it to
-    `to`); returns where it went."""
+    `to`); returns where it went. Thumbnails of rejected files (and of
+    duplicates the shards do not hold) are made only from files under
+    `sources`, the folder the run converted: never from the root the manifest
+    names, which anyone who can edit the manifest could point elsewhere."""
     from tfrecord_pipelines.transforms.storage import fsutil, report_data
     out = fsutil.normalize_root(os.fspath(output))
-    m = _manifest(out)
     deadline = report_data.DEADLINE_SECONDS if deadline is None else deadline
-    if not deadline > 0:
-        raise UsageError(f"deadline {deadline} must be positive (seconds)")
+    if not (isinstance(deadline, (int, float)) and deadline > 0):
+        raise UsageError(f"deadline {deadline!r} must be a positive number of seconds")
+    if not _has_manifest(out) and fsutil.exists(fsutil.join(out, "check.json")):
+        raise OutputError(f"{out} has no manifest.json: it holds a `tfrecords check` report (rerun the check to "
+                          "rebuild that)")
+    m = _manifest(out)
     target = fsutil.normalize_root(os.fspath(to)) if to else fsutil.join(out, report_data.REPORT)
     started = time.monotonic()
+    budget = report_data.Budget(deadline)
     try:
-        page = report_data.build(out, m, deadline).encode("utf-8")
+        src = fsutil.normalize_root(os.fspath(sources)) if sources else ""
+        page = report_data.build(out, m, deadline, src, budget).encode("utf-8")
         fsutil.write_bytes(target, page)
-    except Exception as e:
+    except Exception as e:  # unreadable shards are noted in the page; this is a failure to build or write it
         raise RunError(f"the report of {out} could not be built or written: {type(e).__name__}: {e}") from e
-    return ReportResult(path=target, bytes=len(page), seconds=time.monotonic() - started)
+    return ReportResult(path=target, bytes=len(page), seconds=time.monotonic() - started, reads=budget.summary())
 
 
+@_suggesting
 def spec(output) -> str:
     """`tfrecords spec`: Python source that reads `output` (tf.data, TFDS,
     PyTorch, DALI or Grain, as the output allows), from its manifest."""
@@ -118,7 +160,8 @@ def spec(output) -> str:
     out = fsutil.normalize_root(os.fspath(output))
     if fsutil.is_local(out):
         out = os.path.abspath(out)
-    return reading_code(out, _manifest(out), has_tfds_metadata(_manifest(out)))
+    m = _manifest(out)
+    return reading_code(out, m, has_tfds_metadata(m))
 
 
 def options_help() -> str:
@@ -205,21 +248,11 @@ def _progress(setting) -> str:
     words): None means on where a person is watching, a terminal or a
     notebook, and off otherwise (a script's log stays clean)."""
     if setting is None:
-        return "on" if _watched() else "off"
+        from tfrecord_pipelines.progress_line import interactive
+        return "on" if interactive() else "off"
     if isinstance(setting, bool):
         return "on" if setting else "off"
     return str(setting)
-
-
-def _watched() -> bool:
-    try:
-        if sys.stderr.isatty():
-            return True
-    except (AttributeError, ValueError):
-        pass
-    shell = sys.modules.get("IPython")
-    ip = getattr(shell, "get_ipython", lambda: None)() if shell else None
-    return ip is not None and "ipykernel" in sys.modules
 
 
 @contextlib.contextmanager

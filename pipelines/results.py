@@ -114,3 +114,4 @@ class ReportResult:
     path: str      # the report.html written
     bytes: int
     seconds: float
+    reads: str = ""  # what its thumbnails read, by the deadline (report_data.Budget.summary)

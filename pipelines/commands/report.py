@@ -11,14 +11,15 @@ a folder given with --sources, never under the root the manifest records.
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Optional
 
-from tfrecord_pipelines import process
-from tfrecord_pipelines.transforms.storage import fsutil, layout, report_data
+from tfrecord_pipelines import api, process
+from tfrecord_pipelines.transforms.core.errors import OutputError, RunError, UsageError
+from tfrecord_pipelines.transforms.storage import report_data
 
 
-def main(argv: Optional[list] = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command's flags (tfrecord_pipelines.report() takes the same, as keywords)."""
     ap = argparse.ArgumentParser(prog="tfrecords report", description=__doc__.split("\n\n")[0])
     ap.add_argument("output", help="output folder of a conversion (local or gs://)")
     ap.add_argument("--to", default="",
@@ -31,32 +32,18 @@ def main(argv: Optional[list] = None) -> int:
                          "output)")
     ap.add_argument("--deadline", type=float, default=report_data.DEADLINE_SECONDS,
                     help="seconds to spend reading thumbnails; the page is built from what was read by then")
-    args = ap.parse_args(argv)
-    output = fsutil.normalize_root(args.output)
-    try:
-        m = layout.read_manifest(output)
-    except FileNotFoundError:
-        hint = ""
-        if fsutil.exists(fsutil.join(output, "check.json")):
-            hint = " (it holds a `tfrecords check` report: rerun the check to rebuild that)"
-        process.error(f"{output} has no {layout.MANIFEST}: not a complete converted output{hint}")
-        return process.FAILED
-    except Exception as e:  # malformed manifest, unreadable folder
-        process.error(f"{layout.MANIFEST} of {output} cannot be read: {e}")
-        return process.FAILED
-    if not args.deadline > 0:
-        process.error(f"--deadline {args.deadline} must be positive")
-        return process.USAGE
-    target = fsutil.normalize_root(args.to) if args.to else fsutil.join(output, report_data.REPORT)
-    started = time.monotonic()
-    try:
-        budget = report_data.Budget(args.deadline)
-        sources = fsutil.normalize_root(args.sources) if args.sources else ""
-        page = report_data.build(output, m, args.deadline, sources, budget)
-        fsutil.write_bytes(target, page.encode("utf-8"))
-    except Exception as e:  # unreadable shards are noted in the page; this is a failure to build or write it
-        process.error(f"the report of {output} could not be built or written: {type(e).__name__}: {e}")
-        return process.FAILED
-    print(f"wrote {target} ({len(page) / 1e3:,.0f} KB) in {time.monotonic() - started:.1f} s: {budget.summary()}")
-    return process.OK
+    return ap
 
+
+def main(argv: Optional[list] = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        got = api.report(args.output, to=args.to, deadline=args.deadline, sources=args.sources)
+    except UsageError as e:
+        process.error(f"--{e}")
+        return process.USAGE
+    except (OutputError, RunError) as e:  # no readable manifest; the page could not be built or written
+        process.error(str(e))
+        return process.FAILED
+    print(f"wrote {got.path} ({got.bytes / 1e3:,.0f} KB) in {got.seconds:.1f} s: {got.reads}")
+    return process.OK

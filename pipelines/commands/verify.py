@@ -47,7 +47,8 @@ def add_io_timeout(ap) -> None:
                          "the command stops with an error naming the bucket (default: %(default)s)")
 
 
-def main(argv: Optional[list] = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command's flags (tfrecord_pipelines.verify() takes the same, as keywords)."""
     ap = argparse.ArgumentParser(prog="tfrecords verify", description=__doc__.split("\n\n")[0])
     ap.add_argument("output", help="output folder of a conversion (local or gs://)")
     ap.add_argument("--fast", action="store_true", help="skip re-hashing every image (framing, CRCs, parsing, "
@@ -56,7 +57,11 @@ def main(argv: Optional[list] = None) -> int:
     ap.add_argument("--decode", action="store_true", help="also decode every image with TensorFlow "
                     "(tf.io.decode_image) and check its height, width and channels against the record; slower")
     add_io_timeout(ap)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: Optional[list] = None) -> int:
+    args = parser().parse_args(argv)
     try:
         report = verify_output(args.output, deep=not args.fast, log=None if args.quiet else print,
                                decode=args.decode)

@@ -181,6 +181,28 @@ def test_check_verify_report_and_spec_return_results(images, tmp_path):
             fn(str(tmp_path / "chk"))
 
 
+def test_verify_report_and_spec_take_their_commands_flags(tmp_path):
+    """The other functions' keywords are their commands' flags (verify's
+    --quiet is verbose=False), and a misspelled one names the nearest."""
+    import inspect
+
+    from tfrecord_pipelines.commands import report as report_cmd, spec as spec_cmd, verify as verify_cmd
+
+    def flags(command) -> set:
+        return {a.dest for a in command.parser()._actions if a.dest != "help"}
+    assert set(inspect.signature(tfp.verify).parameters) == flags(verify_cmd) - {"quiet"} | {"verbose"}
+    assert set(inspect.signature(tfp.report).parameters) == flags(report_cmd)
+    assert set(inspect.signature(tfp.spec).parameters) == flags(spec_cmd)
+    with pytest.raises(TypeError, match="verify\\(\\) got an unexpected keyword argument 'fsat'; did you mean 'fast'"):
+        tfp.verify(str(tmp_path), fsat=True)
+    with pytest.raises(TypeError, match="did you mean 'sources'"):
+        tfp.report(str(tmp_path), source=str(tmp_path))
+    with pytest.raises(TypeError, match="did you mean 'io_timeout'"):
+        tfp.verify(str(tmp_path), **{"io-timeout": 5})
+    with pytest.raises(tfp.UsageError, match="io_timeout 0 must be a positive number"):
+        tfp.verify(str(tmp_path), io_timeout=0)
+
+
 def test_the_keywords_are_the_declared_flags():
     """Every flag options.py declares is a keyword of convert() (with its
     default in the signature); nothing else is."""

@@ -561,6 +561,13 @@ def test_report_never_embeds_files_the_manifest_points_at(scene, tmp_path):
     page = page_path.read_text(encoding="utf-8")
     thumbs = [dict(a).get("alt") for t, a in elements(page) if t == "img" and dict(a).get("class") == "thumb"]
     assert "photo.jpg" in thumbs and photo not in thumbs and "../private/photo.jpg" not in thumbs
+    # The Python API takes the same word, and holds to the same rule without it.
+    import tfrecord_pipelines as tfp
+    for sources, shown in (("", False), (os.path.dirname(photo), True)):
+        tfp.report(out, to=str(page_path), sources=sources)
+        page = page_path.read_text(encoding="utf-8")
+        thumbs = [dict(a).get("alt") for t, a in elements(page) if t == "img" and dict(a).get("class") == "thumb"]
+        assert ("photo.jpg" in thumbs) is shown and photo not in thumbs and "../private/photo.jpg" not in thumbs
 
 
 MARKUP = '<meta http-equiv="refresh" content="0;url=http://127.0.0.1:9/stolen"><form action="http://127.0.0.1:9/f">'
