@@ -2,6 +2,7 @@
 a bar on stderr while the run goes on (the summary at its end: summary.py)."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import threading
@@ -21,11 +22,28 @@ def interactive(stream=None) -> bool:
             return True
     except (AttributeError, ValueError):
         pass
+    return in_kernel()
+
+
+def in_kernel() -> bool:
+    """Whether this runs in a Jupyter kernel (as tqdm.autonotebook tells a
+    notebook from a terminal IPython)."""
     ipython = sys.modules.get("IPython")
-    try:  # as tqdm.autonotebook tells a notebook from a terminal IPython
+    try:
         return ipython is not None and "IPKernelApp" in ipython.get_ipython().config
     except Exception:
         return False
+
+
+def bar_class():
+    """tqdm's widget in a Jupyter kernel that has ipywidgets, else its text
+    bar (which a notebook shows too): tqdm.auto would warn "IProgress not
+    found" into the user's cell where ipywidgets is missing."""
+    if in_kernel() and importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.notebook import tqdm
+    else:
+        from tqdm.std import tqdm
+    return tqdm
 
 
 class ProgressLine:
@@ -125,7 +143,7 @@ class ProgressLine:
             self._told_stall = bool(stalled)
             return
         if self._bar is None:
-            from tqdm.auto import tqdm
+            tqdm = bar_class()
             # A terminal that reports no size (0 x 0: some CI ptys, a fresh pty) would hide the bar.
             try:
                 size = os.get_terminal_size(sys.stderr.fileno())

@@ -4,6 +4,7 @@ that fails a cell fails here, so it cannot rot."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 
 from conftest import ROOT
@@ -20,6 +21,12 @@ def test_quickstart_notebook_runs(tmp_path):
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
     assert "listed 48 = written 48 + rejected 0" in text
+    # convert()'s default progress=None: a person watches a notebook, so the bar is drawn there (tqdm's text
+    # bar where ipywidgets is missing, as here), with its total and rate, and no warning about the widget.
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "tfp.convert(" in c.source)
+    err = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream" and o["name"] == "stderr")
+    assert re.search(r"writing: 100%\|[^|]*\| 48/48 \[[\d:]+<[\d:]+, *[\d.]+ img/s", err), err
+    assert "Warning" not in err and "IProgress" not in err, err
     html = [o for o in outputs if "text/html" in o.get("data", {})]
     assert any("<iframe srcdoc=" in o["data"]["text/html"] for o in html)  # the report, inline
     assert any("image/png" in o.get("data", {}) for o in outputs)  # the grid of images
