@@ -14,6 +14,7 @@ import pytest
 
 import tfrecord_pipelines as tfp
 from conftest import check_against_source, convert, make_tree, manifest, read_examples, scalar, write
+from gcs_emulator import BUCKET, gcs, upload_tree  # noqa: F401 (gcs: the emulator's fixture)
 
 LOCAL = {"direct_running_mode": "in_memory", "num_shards": 2, "max_reject_fraction": 1}
 
@@ -194,3 +195,23 @@ def test_a_file_list_outside_its_root_and_bad_lists(tmp_path, capsys):
     assert convert("--file_list", listing, "--input", root, "--output", tmp_path / "o2") == 2
     assert "give exactly one of --input" in capsys.readouterr().err
     assert json.loads((tmp_path / "o" / "rejects.jsonl").read_text().splitlines()[0])["path"] == "/etc/passwd"
+
+
+def test_a_gcloud_listing_of_a_bucket_converts_as_the_bucket(gcs, tmp_path):  # noqa: F811 (the fixture)
+    """What `gcloud storage ls -r gs://...` prints, against the GCS emulator:
+    the same shards, rejects and label map as --input of the bucket folder."""
+    root = str(tmp_path / "data")
+    make_tree(os.path.join(root, "train"), per_class=3)
+    make_tree(os.path.join(root, "validation"), per_class=2)
+    write(os.path.join(root, "train", "cat", "broken.jpg"), b"oops")
+    upload_tree(root, "file_list/data")
+    uri = f"gs://{BUCKET}/file_list/data"
+    listing = tmp_path / "listing.txt"
+    listing.write_text(_gcloud_listing(root).replace(root, uri))
+    assert listing.read_text().startswith(f"{uri}/:\n")
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    r = tfp.convert(file_list=str(listing), output=a, **{**LOCAL, "num_shards": 2, "max_reject_fraction": 1})
+    assert convert("--input", uri, "--output", b, "--num_shards", "2", "--max_reject_fraction", "1") == 0
+    _same_output(a, b)
+    assert r.counts["written"] == 15 and r.rejects_by_reason == {"not_an_image": 1}
+    assert set(r.splits) == {"train", "validation"}

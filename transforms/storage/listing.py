@@ -166,7 +166,9 @@ def _aliases_inside(entry, real_root: str) -> bool:
 def _walk_gcs(root: str, unit: str, patterns: tuple, counts: collections.Counter) -> Iterator[tuple]:
     prefix = root.rstrip("/") + "/"
     if unit == "":
-        counts[EXCLUDED_HIDDEN] += sum(1 for d in gcs.list_prefixes(prefix) if d.startswith("."))
+        hidden = sum(1 for d in gcs.list_prefixes(prefix) if d.startswith("."))
+        if hidden:  # a count of 0 would be a "not listed: hidden 0" line, and a manifest unlike a local tree's
+            counts[EXCLUDED_HIDDEN] += hidden
     listed = gcs.list_objects(prefix, delimiter="/") if unit == "" else gcs.list_objects(f"{prefix}{unit}/")
     # The generation, not the time, marks a change in the fingerprint: every
     # rewrite of an object gets a new one.
