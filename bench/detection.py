@@ -107,6 +107,7 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", default="ours_header,ours_full,coco_script")
     ap.add_argument("--data", default=os.path.join(ROOT, "bench", "data"))
     ap.add_argument("--work", default=os.path.join(ROOT, "bench", "work"))
+    ap.add_argument("--out", default="", help="the results' JSON (default: bench/results/detection-<time>.json)")
     a = ap.parse_args(argv)
     tree = make_coco_tree(a.data, a.size, a.boxes, log=lambda m: print(m, file=sys.stderr))
     os.makedirs(a.work, exist_ok=True)
@@ -141,8 +142,8 @@ def main(argv=None) -> int:
             print(f"{v:<14} {s['error']}")
         else:
             print(f"{v:<14} {s['wall_s']:>8.2f} {s['images_per_s']:>9,.0f} {s['cpu_s']:>8.1f} {s['peak_rss_mb']:>13,.0f}")
-    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-    path = os.path.join(ROOT, "bench", "results", time.strftime("detection-%Y%m%d-%H%M%S.json"))
+    path = a.out or os.path.join(ROOT, "bench", "results", time.strftime("detection-%Y%m%d-%H%M%S.json"))
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         json.dump({"size": a.size, "boxes": tree["boxes"], "bytes": tree["bytes"], "masks": a.masks,
                    "shards": a.shards, "summary": summary, "runs": runs}, f, indent=1)

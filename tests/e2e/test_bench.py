@@ -153,3 +153,19 @@ def test_fixed_cost_breaks_a_run_down_by_process_and_phase(tmp_path):
         assert (roles == {"main"}) if variant == "default" else ({"main", "zygote", "worker"} <= roles), a["processes"]
         assert not any("tensorflow" in (proc["modules"] or []) for proc in a["processes"])
     assert "the main process's phases" in p.stdout and "processes, by role" in p.stdout
+
+
+def test_detection_bench_runs_each_converter_at_small_scale(tmp_path):
+    """bench.detection (docs/detection.md's table) on 12 generated COCO images
+    with masks: ours in both modes and the create_coco_tf_record-shaped loop
+    each write every image; no timing is asserted."""
+    out = tmp_path / "detection.json"
+    p = _run(["-m", "bench.detection", "--size", "12", "--repeats", "1", "--shards", "2", "--masks",
+              "--data", str(tmp_path / "data"), "--work", str(tmp_path / "work"), "--out", str(out)], timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["size"] == 12 and doc["masks"] is True and doc["boxes"] > 0
+    assert set(doc["summary"]) == {"ours_header", "ours_full", "coco_script"}
+    for v, s in doc["summary"].items():
+        assert "error" not in s and s["runs"] == 1 and s["images_per_s"] > 0, (v, s)
+        assert [r["records"] for r in doc["runs"][v]] == [12], v

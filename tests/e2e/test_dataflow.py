@@ -159,6 +159,35 @@ def test_dry_run_builds_the_dataflow_job(gcs, tmp_path, capture_jobs, capsys, in
     assert list_names("df1/out") == []
 
 
+def test_a_detection_dry_run_builds_the_dataflow_job(gcs, tmp_path, capture_jobs, capsys, installed_package):
+    """--annotations on Dataflow: COCO JSON and images in a bucket, the job
+    built (ListAnnotations in place of ListInputs and AssignLabels), every
+    function unpickled as on a worker, nothing left in the output."""
+    from detection_data import make_coco
+    src = make_coco(str(tmp_path / "coco"), n=6)
+    upload_tree(str(tmp_path / "coco"), "df_det/coco")
+    out = f"gs://{BUCKET}/df_det/out"
+    from tfrecord_pipelines.commands.convert import run
+    rc = run(["--annotations", f"gs://{BUCKET}/df_det/coco/annotations/{os.path.basename(src['json'])}",
+              "--output", out, "--num_shards", "2", "--masks", "png",
+              "--runner", "DataflowRunner", "--dry_run", "True", "--project", PROJECT, "--region", REGION,
+              "--temp_location", f"gs://{BUCKET}/tmp", "--staging_location", f"gs://{BUCKET}/staging",
+              "--setup_file", os.path.join(ROOT, "setup.py"), "--job_name", "tfrecords-detection-dry-run"] + WORKERS)
+    assert rc == 0
+    captured = capsys.readouterr()
+    assert "dry run: the DataflowRunner job was built and not submitted" in captured.out
+    assert "annotations: a COCO JSON file" in captured.err
+    (result, _), = capture_jobs
+    pp = result.job.proto_pipeline
+    top = stage_names(pp)
+    want = ["ListAnnotations", "Split", "PlanShards", "WriteShards", "Publish"]
+    assert [s for s in top if s in want] == want and "ListInputs" not in top and "AssignLabels" not in top, top
+    sdk = dict(result.job.options.get_all_options(drop_default=True))
+    assert sdk["annotations"].endswith("instances_train2017.json") and sdk["masks"] == "png"
+    check_functions_unpickle(pp, tmp_path, installed_package)
+    assert list_names("df_det/out") == []
+
+
 def check_functions_unpickle(pp, tmp_path, installed: str) -> None:
     """Every pickled function loads in a worker-like process: the installed
     package only (not the checkout), started in a user's project folder that

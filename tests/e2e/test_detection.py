@@ -319,3 +319,62 @@ def test_verify_holds_object_classes_to_the_label_map(coco_out, tmp_path):
         json.dump(m, f)
     errors = verify_output(copy).errors
     assert errors and all("object class ids [3] are not in the manifest's label map" in e for e in errors)
+
+
+def test_the_report_counts_boxes_and_draws_them_on_thumbnails(coco_out):
+    """report.html's Boxes section holds the manifest's counts and both
+    charts, and each thumbnail of a record is that record's image with its
+    own boxes drawn (the page's JPEG is the one thumbnail() makes from the
+    record's bytes and boxes, and not the one without them)."""
+    import base64
+
+    from test_report_html import elements
+    from tfrecord_pipelines.transforms.core import report_html
+    _, out = coco_out
+    m = manifest(out)
+    page = open(os.path.join(out, "report.html"), encoding="utf-8").read()
+    assert "<h2>Boxes</h2>" in page
+    d = m["detection"]
+    assert (f"Images written with boxes: <b>{d['images']['with_boxes']:,}</b>, without: "
+            f"<b>{d['images']['without_boxes']:,}</b>") in page
+    assert f"<tr><td>listed</td><td>{d['boxes']['listed']:,}</td></tr>" in page
+    assert f"<tr><td>written</td><td>{d['boxes']['written']:,}</td></tr>" in page
+    charts = {dict(a).get("alt") for t, a in elements(page) if t == "img" and dict(a).get("class") != "thumb"}
+    assert {"boxes per class", "boxes per image and box sizes"} <= charts, charts
+    rows = read_detection(out, "train")
+    thumbs = {dict(a)["alt"]: dict(a)["src"] for t, a in elements(page) if t == "img" and dict(a).get("class") == "thumb"}
+    with_boxes = [rel for rel in thumbs if rel in rows and len(rows[rel]["image/object/class/label"])]
+    assert with_boxes, sorted(thumbs)
+    for rel in with_boxes:
+        row = rows[rel]
+        boxes = list(zip(*(row[k].tolist() for k in BOX_KEYS)))
+        shown = base64.b64decode(thumbs[rel].split(",", 1)[1])
+        assert shown == report_html.thumbnail(row["image/encoded"], report_html.THUMB_BOXES_PX, boxes=boxes), rel
+        assert shown != report_html.thumbnail(row["image/encoded"], report_html.THUMB_BOXES_PX), rel
+
+
+def test_a_yolo_data_yaml_gives_the_folders_records_and_says_what_it_found(tmp_path, capsys):
+    """The same YOLO tree given as its folder (names from classes.txt) and as
+    an Ultralytics data YAML elsewhere (path, train, val, names as a map):
+    the format found is said, and the shards are the same bytes."""
+    src = make_yolo(str(tmp_path / "yolo"), n=12)
+    by_folder, by_yaml = str(tmp_path / "a"), str(tmp_path / "b")
+    assert convert("--annotations", src["root"], "--output", by_folder) == 0
+    assert "annotations: a YOLO folder (images/ and labels/)" in capsys.readouterr().err
+    os.remove(os.path.join(src["root"], "classes.txt"))  # the names now come from the YAML alone
+    cfg = tmp_path / "cfg" / "data.yaml"
+    cfg.parent.mkdir()
+    cfg.write_text("path: ../yolo\ntrain: images/train\nval: images/val\nnames:\n"
+                   + "".join(f"  {i}: {n}\n" for i, n in enumerate(src["names"])))
+    assert convert("--annotations", str(cfg), "--output", by_yaml) == 0
+    assert "annotations: a YOLO data YAML" in capsys.readouterr().err
+    a, b = manifest(by_folder), manifest(by_yaml)
+    assert a["label_map"]["classes"] == b["label_map"]["classes"] == {"ball": 0, "goal": 1, "player": 2}
+    for split in ("train", "val"):
+        names = [s["name"] for s in a["splits"][split]["shards"]]
+        assert names == [s["name"] for s in b["splits"][split]["shards"]]
+        for name in names:
+            with open(os.path.join(by_folder, name), "rb") as f1, open(os.path.join(by_yaml, name), "rb") as f2:
+                assert f1.read() == f2.read(), name
+        for rel, row in read_detection(by_yaml, split).items():
+            check_objects(row, src["expected"][rel], tol=2e-6)
