@@ -25,6 +25,17 @@ class ConvertOptions(PipelineOptions):
 
 
 def add_convert_args(parser) -> None:
+    """Every flag of `tfrecords convert` and `check` (and so every keyword of
+    tfrecord_pipelines.convert()), in --help's groups."""
+    _input_args(parser)
+    _label_args(parser)
+    _split_and_shard_args(parser)
+    _image_and_example_args(parser)
+    _quality_args(parser)
+    _output_args(parser)
+
+
+def _input_args(parser) -> None:
     g = parser.add_argument_group("input")
     g.add_argument("--input", default="",
                    help="Image folder tree (local or gs://): root/<class>/<image>, nested trees, or split "
@@ -61,6 +72,9 @@ def add_convert_args(parser) -> None:
 
     add_detection_args(parser)
 
+
+
+def _label_args(parser) -> None:
     g = parser.add_argument_group("labels")
     g.add_argument("--label_from", type=str.lower, default="auto", choices=["auto", "folder", "table", "regex", "none"],
                    help="Where labels come from; auto: the table if given, --label_regex if given, else the folder")
@@ -81,6 +95,9 @@ def add_convert_args(parser) -> None:
     g.add_argument("--label_offset", type=int, default=0,
                    help="Added to every class id (1 leaves 0 for a background class)")
 
+
+
+def _split_and_shard_args(parser) -> None:
     g = parser.add_argument_group("splits, shuffle and shards")
     g.add_argument("--split", default="auto",
                    help="auto (a 'split' table column, or split folders train/validation/test/... at the top of "
@@ -105,6 +122,9 @@ def add_convert_args(parser) -> None:
                    help="Keep only the first N records of each split in shuffle order, before validation "
                         "(a quick trial run); 0: all")
 
+
+
+def _image_and_example_args(parser) -> None:
     g = parser.add_argument_group("images and examples")
     g.add_argument("--validate", type=str.lower, default="full", choices=["full", "header"],
                    help="full: check structure and decode every image (at 1/8 scale for JPEG); header: structure "
@@ -163,6 +183,9 @@ def add_convert_args(parser) -> None:
                    help="Rename Example keys: 'image/encoded=image_raw,image/class/label=label'; an empty new "
                         "name drops the feature")
 
+
+
+def _quality_args(parser) -> None:
     g = parser.add_argument_group("data-quality checks (the manifest's quality section)")
     g.add_argument("--quality", type=str.lower, default="on", choices=["on", "off"],
                    help="off: no duplicate, near-duplicate, class-balance or size checks")
@@ -179,6 +202,9 @@ def add_convert_args(parser) -> None:
     g.add_argument("--min_class_count", type=int, default=1,
                    help="List the classes with fewer records than this in a split (0 in a split counts)")
 
+
+
+def _output_args(parser) -> None:
     g = parser.add_argument_group("output")
     g.add_argument("--output", default="", help="Output folder (local or gs://) for shards and manifest")
     g.add_argument("--output_format", type=str.lower, default="tfrecord", choices=["tfrecord", "array_record"],

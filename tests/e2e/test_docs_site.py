@@ -42,3 +42,13 @@ def test_readmes_links_reach_every_page():
     assert not missing, missing
     pages = {os.path.join("docs", n) for n in os.listdir(os.path.join(ROOT, "docs")) if n.endswith(".md")}
     assert pages - set(links) == set(), "pages README does not link to"
+
+
+def test_the_readme_stays_a_way_in():
+    """README is the way in (at most ~200 lines); what grows goes to docs/."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines: move sections to docs/ (the site)"
+    headings = [line for line in lines if line.startswith("## ")]
+    for needed in ("Install", "Three ways in", "Reading the output back", "Documentation"):
+        assert any(needed in h for h in headings), (needed, headings)
