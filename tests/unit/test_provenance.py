@@ -203,6 +203,9 @@ def test_why_full_names_what_prevents_reuse():
     assert pv.why_full(prev_manifest(), EXPECT) == ""
     assert pv.why_full(None, EXPECT) == "no previous version"
     assert "without provenance" in pv.why_full(prev_manifest(incremental=None), EXPECT)
+    older = prev_manifest(incremental={"format": "tfrecord-pipelines/provenance/v1", "provenance": {}})
+    assert pv.why_full(older, EXPECT) == ("its provenance is 'tfrecord-pipelines/provenance/v1'; this tool reads "
+                                          f"{pv.FORMAT!r}")
     assert "tool version 0.9" in pv.why_full(prev_manifest(tool_version="0.9"), EXPECT)
     assert "uncompressed TFRecord" in pv.why_full(prev_manifest(), {**EXPECT, "compression": "gzip"})
     assert "uncompressed TFRecord" in pv.why_full(prev_manifest(), {**EXPECT, "output_format": "array_record"})

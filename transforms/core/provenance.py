@@ -322,8 +322,10 @@ def why_full(manifest: Optional[dict], expect: dict) -> str:
         return ("records are copied from uncompressed TFRecord shards only (--compression none, --output_format "
                 "tfrecord)")
     inc = manifest.get("incremental")
-    if not isinstance(inc, dict) or inc.get("format") != FORMAT:
+    if not isinstance(inc, dict) or not isinstance(inc.get("format"), str):
         return f"it was written without provenance (tool version {str(manifest.get('tool_version'))[:40]})"
+    if inc["format"] != FORMAT:
+        return f"its provenance is {inc['format'][:60]!r}; this tool reads {FORMAT!r}"
     if manifest.get("tool_version") != expect["tool_version"]:
         return (f"it was written by tool version {str(manifest.get('tool_version'))[:40]}, this is "
                 f"{expect['tool_version']}")
