@@ -28,7 +28,6 @@ import functools
 import inspect
 import logging
 import os
-import sys
 import time
 from typing import Optional
 
