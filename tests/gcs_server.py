@@ -5,7 +5,8 @@ and HTTP/1.0: under 16-64 reads in flight, connections beyond the backlog are
 refused and retried after a second, which measures the emulator, not us. Here
 every connection gets a thread (deep backlog, keep-alive), and one lock around
 request handling keeps the emulator's storage, which is not thread-safe,
-consistent.
+consistent. Its metadata is not rewritten to its (in-memory) file after
+every change (see serve).
 
     python tests/gcs_server.py --port 0 --bucket NAME   # prints "port N", then serves
 """
@@ -55,6 +56,10 @@ class _Server(http_server.ThreadingHTTPServer):
 
 def serve(port: int, bucket: str) -> None:
     storage = Storage(use_memory_fs=True)
+    # The emulator rewrites its whole metadata as JSON after every change, for
+    # a restart to read back: in memory nothing outlives the process, and at
+    # 50,000 objects that rewrite made each upload cost seconds (O(n^2) in all).
+    storage._write_config_to_file = lambda: None
     buckets.create_bucket(bucket, storage)
     httpd = _Server(("127.0.0.1", port), partial(_Handler, storage))
     print(f"port {httpd.server_address[1]}", flush=True)
