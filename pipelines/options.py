@@ -73,7 +73,6 @@ def _input_args(parser) -> None:
     add_detection_args(parser)
 
 
-
 def _label_args(parser) -> None:
     g = parser.add_argument_group("labels")
     g.add_argument("--label_from", type=str.lower, default="auto", choices=["auto", "folder", "table", "regex", "none"],
@@ -94,7 +93,6 @@ def _label_args(parser) -> None:
                    help="With --label_map: give new classes new ids after the existing ones instead of rejecting")
     g.add_argument("--label_offset", type=int, default=0,
                    help="Added to every class id (1 leaves 0 for a background class)")
-
 
 
 def _split_and_shard_args(parser) -> None:
@@ -121,7 +119,6 @@ def _split_and_shard_args(parser) -> None:
     g.add_argument("--max_examples_per_split", type=int, default=0,
                    help="Keep only the first N records of each split in shuffle order, before validation "
                         "(a quick trial run); 0: all")
-
 
 
 def _image_and_example_args(parser) -> None:
@@ -184,7 +181,6 @@ def _image_and_example_args(parser) -> None:
                         "name drops the feature")
 
 
-
 def _quality_args(parser) -> None:
     g = parser.add_argument_group("data-quality checks (the manifest's quality section)")
     g.add_argument("--quality", type=str.lower, default="on", choices=["on", "off"],
@@ -201,7 +197,6 @@ def _quality_args(parser) -> None:
                         "0: off. Needs --validate full")
     g.add_argument("--min_class_count", type=int, default=1,
                    help="List the classes with fewer records than this in a split (0 in a split counts)")
-
 
 
 def _output_args(parser) -> None:
