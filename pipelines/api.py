@@ -23,7 +23,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
-import difflib
 import functools
 import inspect
 import logging
@@ -87,10 +86,9 @@ def _suggesting(func):
     def call(*args, **kwargs):
         for name in kwargs:
             if name not in params:
-                fixed = name.replace("-", "_").lower()
-                best = [fixed] if fixed in params else difflib.get_close_matches(fixed, list(params), n=1, cutoff=0.6)
+                from tfrecord_pipelines.keywords import nearest
                 raise TypeError(f"{func.__name__}() got an unexpected keyword argument {name!r}"
-                                + (f"; did you mean {best[0]!r}?" if best else ""))
+                                f"{nearest(name, list(params))}")
         return func(*args, **kwargs)
     return call
 

@@ -47,12 +47,15 @@ def to_argv(func: str, kwargs: dict) -> list:
     for name, value in kwargs.items():
         action = ours.get(name) or beams.get(name)
         if action is None:
-            raise TypeError(f"{func}() got an unexpected keyword argument {name!r}{_nearest(name, ours, beams)}")
+            raise TypeError(f"{func}() got an unexpected keyword argument {name!r}{nearest(name, ours, beams)}")
         argv += _flag(func, name, action, value)
     return argv
 
 
-def _nearest(name: str, ours: dict, beams: dict) -> str:
+def nearest(name: str, ours, beams=()) -> str:
+    """The hint for a misspelled keyword: the declared name nearest it (ours
+    first, then Beam's, which need a closer match) as "; did you mean 'x'?",
+    or the empty string."""
     fixed = name.replace("-", "_").lower()
     if fixed != name and (fixed in ours or fixed in beams):
         return f"; did you mean {fixed!r}?"
