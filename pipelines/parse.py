@@ -180,9 +180,10 @@ def _incremental(cfg: ConvertConfig, o, previous: Optional[dict], broken: str = 
     out, inputs = cfg.output, cfg.inputs
     # A table run's fingerprint covers its files only when the image root is listed too (--versioned):
     # without that, a rerun could not tell that an image changed since the killed run.
-    # Annotations are converted whole (not resumed, no records reused): a box
-    # may change while its image's file does not.
-    resumable = cfg.detection is None and (inputs.kind is InputKind.FOLDER or inputs.fingerprint_root)
+    # A run with --annotations resumes: its fingerprint covers the image folders' listing and the
+    # annotation files (COCO's bytes, VOC's and YOLO's files by identity). It reuses no records of a
+    # previous version, though: a box may change while its image's file does not.
+    resumable = cfg.detection is not None or inputs.kind is InputKind.FOLDER or inputs.fingerprint_root
     changes = {"listed_at_ns": time.time_ns(), "keep_versions": o.keep_versions,
                "resume_parent": (out.root or out.output) if resumable else ""}
     if out.root:

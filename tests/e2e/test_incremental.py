@@ -501,6 +501,80 @@ def test_an_incremental_run_killed_and_resumed_is_byte_identical_to_a_full_one(b
     assert {n: v for n, v in got.items() if not n.startswith("provenance/")} == files_of(full)
 
 
+DETECTION_OPTS = ["--num_shards", "6", "--masks", "png"]
+
+
+def _detection_boxes(out: str) -> dict:
+    """{file name: [box coordinates, ...]} read back with TensorFlow from a detection output's shards."""
+    import tensorflow as tf
+    spec = {"image/filename": tf.io.FixedLenFeature([], tf.string),
+            **{f"image/object/bbox/{k}": tf.io.VarLenFeature(tf.float32) for k in ("xmin", "ymin", "xmax", "ymax")}}
+    got = {}
+    for s in manifest(out)["splits"]["train"]["shards"]:
+        for raw in tf.data.TFRecordDataset(os.path.join(out, s["name"])):
+            ex = tf.io.parse_single_example(raw, spec)
+            got[ex["image/filename"].numpy().decode()] = [
+                tuple(round(v, 6) for v in tf.sparse.to_dense(ex[f"image/object/bbox/{k}"]).numpy().tolist())
+                for k in ("xmin", "ymin", "xmax", "ymax")]
+    return got
+
+
+def test_a_detection_run_killed_and_resumed_is_byte_identical(tmp_path, capsys):
+    """--annotations runs resume too: the kept shards' box statistics come back
+    from their done-records, so the manifest's detection section is the
+    uninterrupted run's."""
+    from detection_data import make_coco
+    src = make_coco(str(tmp_path / "coco"), n=48, seed=4)
+    settle()
+    clean = str(tmp_path / "clean")
+    assert convert("--annotations", src["json"], "--output", clean, *DETECTION_OPTS) == 0
+    out = str(tmp_path / "out")
+    args = ["--annotations", src["json"], "--output", out, *DETECTION_OPTS]
+    proc = _start(args, slow_reads_under=src["images"], seconds=0.1)
+    _wait_for(lambda: _done_records(out) >= 2, proc)
+    _kill(proc)
+    kept = _done_records(out)
+    assert 2 <= kept < 6 and not os.path.exists(os.path.join(out, "manifest.json"))
+    capsys.readouterr()
+    assert convert(*args) == 0
+    assert f"resumed: {kept} shards" in capsys.readouterr().out
+    assert files_of(out) == files_of(clean)
+    got, want = manifest(out), manifest(clean)
+    assert got["made"]["shards_resumed"] == kept
+    assert got["detection"] == want["detection"] and got["detection"]["reconciles"]
+    assert got["detection"]["boxes"]["written"] == sum(map(len, src["expected"].values()))
+    assert got["quality"] == want["quality"]
+
+
+def test_a_detection_run_killed_then_its_boxes_edited_is_not_resumed(tmp_path, capsys):
+    """A box may change while its image does not: the annotation file is part
+    of the run's fingerprint, so the killed run's shards are not kept."""
+    from detection_data import make_coco
+    src = make_coco(str(tmp_path / "coco"), n=48, seed=5)
+    settle()
+    out = str(tmp_path / "out")
+    args = ["--annotations", src["json"], "--output", out, *DETECTION_OPTS]
+    proc = _start(args, slow_reads_under=src["images"], seconds=0.1)
+    _wait_for(lambda: _done_records(out) >= 2, proc)
+    _kill(proc)
+    doc = src["doc"]
+    moved = doc["annotations"][0]
+    moved["bbox"] = [1, 1, 3, 3]  # the same image file, another box
+    with open(src["json"], "w") as f:
+        json.dump(doc, f)
+    capsys.readouterr()
+    assert convert(*args) == 0
+    assert "resumed:" not in capsys.readouterr().out
+    assert manifest(out)["made"]["shards_resumed"] == 0
+    clean = str(tmp_path / "clean")
+    assert convert("--annotations", src["json"], "--output", clean, *DETECTION_OPTS) == 0
+    assert files_of(out) == files_of(clean)
+    image = next(im["file_name"] for im in doc["images"] if im["id"] == moved["image_id"])
+    w, h = next((im["width"], im["height"]) for im in doc["images"] if im["id"] == moved["image_id"])
+    boxes = _detection_boxes(out)[image]
+    assert (round(1 / w, 6), round(1 / h, 6), round(4 / w, 6), round(4 / h, 6)) in zip(*boxes)
+
+
 def test_two_runs_racing_on_one_root_the_lock_refuses_one(bigger, tmp_path, capsys):
     images, _ = bigger
     work = str(tmp_path / "images")

@@ -288,7 +288,14 @@ def test_done_records_round_trip_and_refuse_what_they_are_not():
              "prov_crc32c": "AAAAAA==", "copied": 1, "read": 1, "repaired": 0}
     rows = [["a", "train", "cat", 0, "ab" * 32, 5, 3, 2], ["b", "train", None, None, "cd" * 32, -1, 7, 9]]
     data = pv.done_record(shard, [("b", "corrupt", "x", "train")], rows)
-    assert pv.parse_done(data, shard["name"]) == (shard, [["b", "corrupt", "x", "train"]], rows)
+    assert pv.parse_done(data, shard["name"]) == (shard, [["b", "corrupt", "x", "train"]], rows, [])
+    # A detection run's shard keeps its box statistics, which the manifest's detection section sums.
+    boxes = (("boxes/class/caf\u00e9", 2), ("boxes/written", 3), ("images/with_boxes", 2))
+    assert pv.parse_done(pv.done_record(shard, [], rows, boxes), shard["name"])[3] == list(boxes)
+    for bad in ((("boxes/written", -1),), (("records", 3),), (("boxes/written", "3"),), ((1, 3),),
+                (("boxes/written", 3, 4),)):
+        with pytest.raises(pv.ProvenanceError, match="box statistics"):
+            pv.parse_done(pv.done_record(shard, [], rows, bad), shard["name"])
     with pytest.raises(pv.ProvenanceError):
         pv.parse_done(data, "train-00001-of-00002.tfrecord")
     for k, v in (("temp", "../../x"), ("records", -1), ("bytes", "10"), ("label_counts", [[0]]),

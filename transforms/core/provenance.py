@@ -511,23 +511,26 @@ def filename_needle(keys: dict, rel: str) -> bytes:
 # ---- resume: a shard's done-record --------------------------------------------------------------------------------
 
 
-def done_record(shard: dict, rejects: list, rows: list) -> bytes:
+def done_record(shard: dict, rejects: list, rows: list, boxes: tuple = ()) -> bytes:
     """What a rerun needs to keep a complete staged shard without rewriting
     it: its ShardResult's fields (staged file names, sizes, CRC32Cs, label
-    counts, counts), its rejects and its quality rows (quality.Row)."""
+    counts, counts), its rejects, its quality rows (quality.Row) and, in a
+    detection run, its box statistics ((key, count), ...: the manifest's
+    detection section is summed from them)."""
     # The rows as columns: a list per field costs a quarter of a list per row to write (~2 us a row).
     return json.dumps({"format": RESUME_FORMAT, "shard": shard, "rejects": [list(r) for r in rejects],
-                       "rows": list(map(list, quality.Columns.of(rows)))}, ensure_ascii=True,
-                      separators=(",", ":")).encode("ascii")
+                       "rows": list(map(list, quality.Columns.of(rows))), "boxes": [list(b) for b in boxes]},
+                      ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
+BOX_STAT_PREFIXES = ("boxes/", "images/")  # the keys transforms/core/annotations/boxes.py counts
 _DONE_FIELDS = {"name": str, "temp": str, "records": int, "bytes": int, "crc32c": str, "label_counts": list,
                 "index_temp": str, "index_bytes": int, "index_crc32c": str, "prov_temp": str, "prov_bytes": int,
                 "prov_crc32c": str, "copied": int, "read": int, "repaired": int}
 
 
 def parse_done(data: bytes, name: str) -> tuple:
-    """(shard fields, rejects, rows) of a done-record for shard `name`."""
+    """(shard fields, rejects, rows, box statistics) of a done-record for shard `name`."""
     try:
         d = json.loads(data)
     except (ValueError, RecursionError):
@@ -551,7 +554,12 @@ def parse_done(data: bytes, name: str) -> tuple:
     if not (isinstance(rows, list) and len(rows) == len(quality.Row._fields)
             and all(isinstance(c, list) and len(c) == len(rows[0]) for c in rows)):
         raise ProvenanceError("quality rows are malformed")
-    return shard, rejects, [list(r) for r in zip(*rows)]
+    boxes = d.get("boxes", [])
+    if not (isinstance(boxes, list) and all(isinstance(b, list) and len(b) == 2 and isinstance(b[0], str)
+                                            and b[0].startswith(BOX_STAT_PREFIXES) and _int(b[1], 0, INT64)
+                                            for b in boxes)):
+        raise ProvenanceError("box statistics are malformed")
+    return shard, rejects, [list(r) for r in zip(*rows)], [tuple(b) for b in boxes]
 
 
 # ---- retention ------------------------------------------------------------------------------------------------

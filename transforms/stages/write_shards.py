@@ -31,7 +31,8 @@ version needs to do the same) is written beside it.
 Resume (transforms/storage/resume.py): shards are staged in the resume area
 named after the run's fingerprint, each followed by its done-record once its
 files are complete; a shard that has a sound done-record there is not written
-again: its result, rejects and quality rows are emitted from the record.
+again: its result, rejects, quality rows and (--annotations) box statistics
+are emitted from the record.
 
 Input:  ((split, index, num_shards), [packed [(position, Rec), ...], ...]); side inputs: the
         label map, the run's fingerprint
@@ -209,12 +210,14 @@ class _WriteShardFn(beam.DoFn):
         if self._reuse.resume_parent and self._done_names(where) and name + resume.DONE_SUFFIX in self._done:
             done = resume.load_done(where, name, split, index, num_shards)
             if done is not None:  # a killed run of these inputs completed it: kept
-                result, rejects, rows = done
+                result, rejects, rows, boxes = done
                 self._resumed.inc()
                 if rejects:
                     yield beam.pvalue.TaggedOutput(REJECTS, Batch(rejects))
                 if rows and self._quality_rows:
                     yield beam.pvalue.TaggedOutput(QUALITY, Batch(quality.Row(*r) for r in rows))
+                for counted, n in boxes:
+                    yield beam.pvalue.TaggedOutput(STATS, (counted, n))
                 yield result
                 return
         yield from self._write(split, index, num_shards, name, where, recs, label_map)
@@ -336,7 +339,8 @@ class _WriteShardFn(beam.DoFn):
                              copied, read, counts["repair"])
         if self._reuse.resume_parent:  # after every file of the shard is complete
             resume.write_done(where, result, rejects, rows or [],
-                              crc32c_text(google_crc32c.value(index_data)) if index_temp else "")
+                              crc32c_text(google_crc32c.value(index_data)) if index_temp else "",
+                              tuple(sorted(box_stats.items())))
         if rejects:
             yield beam.pvalue.TaggedOutput(REJECTS, rejects)
         if rows:

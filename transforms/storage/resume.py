@@ -64,14 +64,17 @@ def remove_all(parent: str) -> None:
 # ---- done-records ---------------------------------------------------------------------------------------------
 
 
-def write_done(where: str, result: ShardResult, rejects: list, rows: list, index_crc: str) -> None:
+def write_done(where: str, result: ShardResult, rejects: list, rows: list, index_crc: str,
+               boxes: tuple = ()) -> None:
+    """`boxes`: the shard's box statistics ((key, count), ...) of a detection run."""
     shard = {"name": result.name, "temp": _base(result.temp_path), "records": result.records, "bytes": result.bytes,
              "crc32c": result.crc32c, "label_counts": [list(p) for p in result.label_counts],
              "index_temp": _base(result.index_temp_path), "index_bytes": result.index_bytes,
              "index_crc32c": index_crc, "prov_temp": _base(result.prov_temp_path), "prov_bytes": result.prov_bytes,
              "prov_crc32c": result.prov_crc32c, "copied": result.copied, "read": result.read,
              "repaired": result.repaired}
-    fsutil.write_bytes(fsutil.join(where, result.name + DONE_SUFFIX), provenance.done_record(shard, rejects, rows))
+    fsutil.write_bytes(fsutil.join(where, result.name + DONE_SUFFIX),
+                       provenance.done_record(shard, rejects, rows, boxes))
 
 
 def _base(path: str) -> str:
@@ -79,7 +82,7 @@ def _base(path: str) -> str:
 
 
 def load_done(where: str, name: str, split: str, index: int, num_shards: int) -> Optional[tuple]:
-    """(ShardResult marked resumed, rejects, quality rows) of the shard `name`
+    """(ShardResult marked resumed, rejects, quality rows, box statistics) of the shard `name`
     a killed run completed in this area, or None: no done-record, or it or a
     staged file is damaged (then the shard is written again)."""
     path = fsutil.join(where, name + DONE_SUFFIX)
@@ -94,7 +97,7 @@ def load_done(where: str, name: str, split: str, index: int, num_shards: int) ->
     if data is None:
         return None
     try:
-        shard, rejects, rows = provenance.parse_done(data, name)
+        shard, rejects, rows, boxes = provenance.parse_done(data, name)
     except provenance.ProvenanceError as e:
         log.warning("resume: %s is damaged (%s); the shard is written again", path, e)
         return None
@@ -112,7 +115,7 @@ def load_done(where: str, name: str, split: str, index: int, num_shards: int) ->
                          shard["crc32c"], tuple(tuple(p) for p in shard["label_counts"]), join(shard["index_temp"]),
                          shard["index_bytes"], join(shard["prov_temp"]), shard["prov_bytes"], shard["prov_crc32c"],
                          shard["copied"], shard["read"], shard["repaired"], resumed=True)
-    return result, [Reject(*r) for r in rejects], rows
+    return result, [Reject(*r) for r in rejects], rows, boxes
 
 
 def _read_capped(path: str, cap: int) -> Optional[bytes]:
