@@ -9,18 +9,28 @@ alternating, medians of the repeats.
     .venv/bin/python -m bench.detection --size 20000 --repeats 3           # the figures (~15 min on 2 cores)
     .venv/bin/python -m bench.detection --size 500 --repeats 1              # a check
     .venv/bin/python -m bench.detection --size 20000 --masks               # with image/object/mask
+    .venv/bin/python -m bench.detection --size 20000 --variants "" --kill_at 0.6  # resume (issue 23)
 
 Writes bench/results/detection-<time>.json and prints a table: images/s
 (whole process: start-up included), CPU seconds, peak RSS of the tree.
+
+With --kill_at F, also the resume of a killed detection run, per repeat: an
+uninterrupted conversion (default options: full validation), then the same
+into a new folder, its whole process group SIGKILLed once F of the shards are
+complete, then the same command again: the rerun's wall against the
+uninterrupted run's, and its shards and reader files byte for byte.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import time
 
@@ -97,6 +107,61 @@ def written(variant: str, out: str) -> int:
         return json.load(f)["counts"]["written"]
 
 
+def _files(out: str) -> dict:
+    """{name: sha256} of an output's files but its manifest and report (which record how it was made)."""
+    return {n: hashlib.sha256(open(os.path.join(out, n), "rb").read()).hexdigest() for n in sorted(os.listdir(out))
+            if os.path.isfile(os.path.join(out, n)) and n not in ("manifest.json", "report.html")}
+
+
+def _done_records(out: str) -> int:
+    try:
+        areas = [d for d in os.listdir(out) if d.startswith(".tfrecords-resume-")]
+    except FileNotFoundError:
+        return 0
+    return sum(n.endswith(".done") for d in areas for n in os.listdir(os.path.join(out, d)))
+
+
+def resume_round(tree: dict, a, env: dict, r: int) -> dict:
+    """An uninterrupted run, then one killed once --kill_at of its shards are complete, and its rerun."""
+    clean, out = os.path.join(a.work, f"resume-clean{r}"), os.path.join(a.work, f"resume-out{r}")
+    for d in (clean, out):
+        shutil.rmtree(d, ignore_errors=True)
+    args = ["--annotations", tree["json"], "--num_shards", str(a.shards), "--progress", "off"] + \
+        (["--masks", "png"] if a.masks else [])
+    full = run_measured([sys.executable, "-m", "tfrecord_pipelines.convert", *args, "--output", clean], cwd=ROOT,
+                        env=env, stderr_path=clean + ".stderr")
+    if full["returncode"] != 0:
+        raise SystemExit(f"the uninterrupted run failed: see {clean}.stderr")
+    target = max(1, round(a.shards * a.kill_at))
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "tfrecord_pipelines.convert", *args, "--output", out], cwd=ROOT,
+                            env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while _done_records(out) < target:
+        if proc.poll() is not None:
+            raise SystemExit("the run to be killed ended first")
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed_after, kept = time.perf_counter() - t0, _done_records(out)
+    rerun = run_measured([sys.executable, "-m", "tfrecord_pipelines.convert", *args, "--output", out], cwd=ROOT,
+                         env=env, stderr_path=out + ".stderr")
+    if rerun["returncode"] != 0:
+        raise SystemExit(f"the rerun failed: see {out}.stderr")
+    with open(os.path.join(out, "manifest.json")) as f:
+        m = json.load(f)
+    with open(os.path.join(clean, "manifest.json")) as f:
+        same_boxes = m["detection"] == json.load(f)["detection"]
+    row = {"full_wall_s": full["wall_s"], "killed_after_s": round(killed_after, 2), "kept": kept,
+           "resumed": m["made"]["shards_resumed"], "rerun_wall_s": rerun["wall_s"],
+           "ratio": rerun["wall_s"] / full["wall_s"], "identical": _files(out) == _files(clean) and same_boxes}
+    print(f"  resume round {r + 1}: full {full['wall_s']:.1f} s; killed after {killed_after:.1f} s with {kept} of "
+          f"{a.shards} shards complete; rerun {rerun['wall_s']:.1f} s ({row['resumed']} kept, "
+          f"{row['ratio']:.0%}); identical {row['identical']}", file=sys.stderr)
+    for d in (clean, out):
+        shutil.rmtree(d, ignore_errors=True)
+    return row
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", type=int, default=20000)
@@ -108,6 +173,8 @@ def main(argv=None) -> int:
     ap.add_argument("--data", default=os.path.join(ROOT, "bench", "data"))
     ap.add_argument("--work", default=os.path.join(ROOT, "bench", "work"))
     ap.add_argument("--out", default="", help="the results' JSON (default: bench/results/detection-<time>.json)")
+    ap.add_argument("--kill_at", type=float, default=0.0,
+                    help="also measure a killed run's resume: SIGKILL once this fraction of the shards is complete")
     a = ap.parse_args(argv)
     tree = make_coco_tree(a.data, a.size, a.boxes, log=lambda m: print(m, file=sys.stderr))
     os.makedirs(a.work, exist_ok=True)
@@ -134,6 +201,7 @@ def main(argv=None) -> int:
         summary[v] = {"wall_s": wall, "images_per_s": round(a.size / wall, 1),
                       "cpu_s": statistics.median(x["cpu_s"] for x in ok),
                       "peak_rss_mb": statistics.median(x["peak_rss_mb"] for x in ok), "runs": len(ok)}
+    resume = [resume_round(tree, a, env, r) for r in range(a.repeats)] if a.kill_at > 0 else []
     print(f"\n{a.size:,} images, {tree['boxes']:,} boxes ({tree['bytes'] / 1e6:,.0f} MB), {a.shards} shards"
           f"{', masks' if a.masks else ''}; medians of {a.repeats}")
     print(f"{'variant':<14} {'wall s':>8} {'images/s':>9} {'CPU s':>8} {'peak tree MB':>13}")
@@ -142,13 +210,20 @@ def main(argv=None) -> int:
             print(f"{v:<14} {s['error']}")
         else:
             print(f"{v:<14} {s['wall_s']:>8.2f} {s['images_per_s']:>9,.0f} {s['cpu_s']:>8.1f} {s['peak_rss_mb']:>13,.0f}")
+    if resume:
+        print(f"resume after a SIGKILL at {a.kill_at:.0%} of the shards: rerun "
+              f"{statistics.median(x['rerun_wall_s'] for x in resume):.1f} s against "
+              f"{statistics.median(x['full_wall_s'] for x in resume):.1f} s uninterrupted = "
+              f"{statistics.median(x['ratio'] for x in resume):.0%} (median of the rounds' ratios); identical "
+              f"{all(x['identical'] for x in resume)}")
     path = a.out or os.path.join(ROOT, "bench", "results", time.strftime("detection-%Y%m%d-%H%M%S.json"))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         json.dump({"size": a.size, "boxes": tree["boxes"], "bytes": tree["bytes"], "masks": a.masks,
-                   "shards": a.shards, "summary": summary, "runs": runs}, f, indent=1)
+                   "shards": a.shards, "summary": summary, "runs": runs, "kill_at": a.kill_at, "resume": resume}, f,
+                  indent=1)
     print(f"wrote {path}")
-    return 0 if all("error" not in s for s in summary.values()) else 1
+    return 0 if all("error" not in s for s in summary.values()) and all(x["identical"] for x in resume) else 1
 
 
 if __name__ == "__main__":

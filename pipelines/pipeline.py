@@ -103,6 +103,7 @@ class PrepareRecords(beam.PTransform):
                 progress_dir=self._progress_dir, spill_dir=spill_dir))
             # [Rec + size, format, height, width, channels, crc]
             records, valid_rejects = valid[RECORDS], valid[REJECTS]
+            more_stats.append(valid[STATS])  # --annotations: the boxes of the images rejected
             more_stats.append(valid_rejects | "ValidationRejects" >> beam.Map(
                 lambda b: ("incremental/validation_rejects", spill.count(b))))
         dedup = {}

@@ -169,3 +169,17 @@ def test_detection_bench_runs_each_converter_at_small_scale(tmp_path):
     for v, s in doc["summary"].items():
         assert "error" not in s and s["runs"] == 1 and s["images_per_s"] > 0, (v, s)
         assert [r["records"] for r in doc["runs"][v]] == [12], v
+
+
+def test_detection_bench_measures_a_killed_runs_resume_at_small_scale(tmp_path):
+    """bench.detection --kill_at: a COCO run SIGKILLed once half its shards are
+    complete, rerun: some shards kept, the output byte-identical to an
+    uninterrupted run's; no timing is asserted."""
+    out = tmp_path / "resume.json"
+    p = _run(["-m", "bench.detection", "--size", "240", "--repeats", "1", "--shards", "8", "--variants", "",
+              "--kill_at", "0.5", "--data", str(tmp_path / "data"), "--work", str(tmp_path / "work"),
+              "--out", str(out)], timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    (row,) = json.loads(out.read_text())["resume"]
+    assert row["identical"] is True
+    assert 4 <= row["kept"] == row["resumed"] < 8, row

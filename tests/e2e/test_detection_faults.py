@@ -87,6 +87,40 @@ def test_bad_boxes_and_images_get_their_reasons_and_counts_reconcile(damaged, tm
     assert damaged["second"] not in rows and "gone.jpg" not in rows
 
 
+@pytest.mark.parametrize("extra", [[], ["--reads_per_image", "2"], ["--duplicates", "reject"]])
+def test_boxes_of_images_rejected_for_their_bytes_are_counted_and_reconcile(tmp_path, extra, capsys):
+    """An image that is not an image (rejected as it is read: validated in the
+    shard writer, or by the validation stage with two reads) or a copy of
+    another (--duplicates reject): its boxes are counted in rejected images,
+    so the detection section reconciles and the summary's equation adds up."""
+    src = make_coco(str(tmp_path / "coco"), n=16, seed=7)
+    names = sorted(src["expected"])
+    bad, copy, original = names[2], names[5], names[11]
+    write(os.path.join(src["images"], bad), b"\xff\xd8 not a JPEG")
+    rejected = {bad}
+    if extra[:1] == ["--duplicates"]:  # the same bytes under another name, annotated at their size
+        with open(os.path.join(src["images"], original), "rb") as f:
+            write(os.path.join(src["images"], copy), f.read())
+        doc = src["doc"]
+        entries = {im["file_name"]: im for im in doc["images"]}
+        entries[copy].update(width=entries[original]["width"], height=entries[original]["height"])
+        with open(src["json"], "w") as f:
+            json.dump(doc, f)
+        rejected.add(max(copy, original))  # the first path of the same bytes is kept
+    out = str(tmp_path / "out")
+    capsys.readouterr()
+    assert convert("--annotations", src["json"], "--output", out, "--max_reject_fraction", "1", *extra) == 0
+    printed = capsys.readouterr().out
+    assert set(_rejects(out)) == rejected
+    lost = sum(len(src["expected"][n]) for n in rejected)
+    b = manifest(out)["detection"]["boxes"]
+    assert b["in_rejected_images"] == lost > 0
+    assert b["listed"] == b["written"] + sum(b["dropped"].values()) + b["in_rejected_images"]
+    assert manifest(out)["detection"]["reconciles"]
+    assert f"+ in rejected images {lost:,}" in printed
+    assert set(read_detection(out, "train")) == set(names) - rejected
+
+
 def test_exif_rotated_photo_is_written_upright_with_apply(damaged, tmp_path):
     out = str(tmp_path / "out")
     assert convert("--annotations", damaged["json"], "--output", out, "--max_reject_fraction", "1",

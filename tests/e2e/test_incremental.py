@@ -525,6 +525,8 @@ def test_a_detection_run_killed_and_resumed_is_byte_identical(tmp_path, capsys):
     uninterrupted run's."""
     from detection_data import make_coco
     src = make_coco(str(tmp_path / "coco"), n=48, seed=4)
+    for k in (3, 30):  # rejected, with their boxes counted as in rejected images
+        write(os.path.join(src["images"], f"{1000 + k:012d}.jpg"), b"\xff\xd8 not a JPEG")
     settle()
     clean = str(tmp_path / "clean")
     assert convert("--annotations", src["json"], "--output", clean, *DETECTION_OPTS) == 0
@@ -542,7 +544,9 @@ def test_a_detection_run_killed_and_resumed_is_byte_identical(tmp_path, capsys):
     got, want = manifest(out), manifest(clean)
     assert got["made"]["shards_resumed"] == kept
     assert got["detection"] == want["detection"] and got["detection"]["reconciles"]
-    assert got["detection"]["boxes"]["written"] == sum(map(len, src["expected"].values()))
+    lost = len(src["expected"][f"{1003:012d}.jpg"]) + len(src["expected"][f"{1030:012d}.jpg"])
+    assert got["counts"]["rejected"] == 2 and got["detection"]["boxes"]["in_rejected_images"] == lost > 0
+    assert got["detection"]["boxes"]["written"] == sum(map(len, src["expected"].values())) - lost
     assert got["quality"] == want["quality"]
 
 

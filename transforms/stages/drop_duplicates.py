@@ -10,7 +10,8 @@ batch per group key, so no step holds them all at once and the groups leave
 as batches, ready for PlanShards.
 
 Input:  [Rec, ...] batches with sha256
-Output: records [Rec, ...]; rejects [Reject, ...]; stats ("not_selected", n);
+Output: records [Rec, ...]; rejects [Reject, ...]; stats ("not_selected", n; with --annotations
+        "boxes/in_rejected_images", n);
         groups (quality.dup_group dicts, for CheckQuality); removed (singleton count)
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ import collections
 import apache_beam as beam
 
 from tfrecord_pipelines.transforms.core import quality
+from tfrecord_pipelines.transforms.core.annotations import IN_REJECTED, boxes_in
 from tfrecord_pipelines.transforms.core.records import Batch, Reason, pack, reject
 from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS, STATS, DuplicatePolicy
 from tfrecord_pipelines.transforms.storage import spill
@@ -71,11 +73,16 @@ class _DecideFn(beam.DoFn):
 
     def process(self, element):
         _, packed = element
-        kept, rejects, dropped, groups = decide([r for b in packed for r in spill.load(b)], self._policy)
+        recs = [r for b in packed for r in spill.load(b)]
+        kept, rejects, dropped, groups = decide(recs, self._policy)
         if kept:
             yield kept
         if rejects:
             yield beam.pvalue.TaggedOutput(REJECTS, rejects)
+            rejected = {r.rel for r in rejects}
+            boxes = sum(boxes_in(r.annotation) for r in recs if r.rel in rejected)
+            if boxes:  # --annotations: the detection section reconciles
+                yield beam.pvalue.TaggedOutput(STATS, (IN_REJECTED, boxes))
         if dropped:
             yield beam.pvalue.TaggedOutput(STATS, ("not_selected", dropped))
         for g in groups:

@@ -9,7 +9,7 @@ again, from the page cache or the bucket, by the shard writer.
 
 Input:  [Rec, ...] batches
 Output: records [Rec, ...] with size, format, height, width, channels, crc;
-        rejects [Reject, ...]
+        rejects [Reject, ...]; stats (--annotations): ("boxes/in_rejected_images", n)
 """
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ import hashlib
 import apache_beam as beam
 
 from tfrecord_pipelines.transforms.core import provenance, quality
+from tfrecord_pipelines.transforms.core.annotations import IN_REJECTED, boxes_in
 from tfrecord_pipelines.transforms.core.images import ImagePolicy, configure_pillow, validate_record
 from tfrecord_pipelines.transforms.core.records import Batch, Reject, pack
-from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS
+from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS, STATS
 from tfrecord_pipelines.transforms.storage import spill
 from tfrecord_pipelines.transforms.storage.progress import Progress
 from tfrecord_pipelines.transforms.storage.reads import in_flight, make_pool, read_ahead, read_record, read_reject
@@ -57,6 +58,7 @@ class _ValidateFn(beam.DoFn):
         if self._pool is None:
             self._pool = make_pool(reads, recs[0].path)
         waiting: list = []  # (index in good, hash input)
+        boxes = 0  # --annotations: the boxes of the images rejected here
         kept = [r for r in recs if r.prev]  # to be taken from the previous version (match_previous.py): not read
         for rec in kept:
             if rec.prev[0] == provenance.COPY:
@@ -81,6 +83,7 @@ class _ValidateFn(beam.DoFn):
                         waiting = []
             else:
                 bad.append(out)
+                boxes += boxes_in(rec.annotation)
         _add_hashes(good, waiting)
         self._ok.inc(len(good))
         self._bad.inc(len(bad))
@@ -90,6 +93,8 @@ class _ValidateFn(beam.DoFn):
             yield good
         if bad:
             yield beam.pvalue.TaggedOutput(REJECTS, bad)
+        if boxes:
+            yield beam.pvalue.TaggedOutput(STATS, (IN_REJECTED, boxes))
 
     def finish_bundle(self):
         self._progress.flush(force=True)
@@ -116,4 +121,4 @@ class ValidateImages(beam.PTransform):
                 | "Pack" >> beam.Map(lambda b: spill.spill(b, spill_dir) if spill_dir else pack(spill.load(b)))
                 | "Spread" >> beam.Reshuffle()
                 | "Validate" >> beam.ParDo(_ValidateFn(spec.policy, spec.progress_dir, spec.digest))
-                .with_outputs(REJECTS, main=RECORDS))
+                .with_outputs(REJECTS, STATS, main=RECORDS))

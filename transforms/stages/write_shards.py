@@ -54,6 +54,7 @@ import google_crc32c
 from tfrecord_pipelines.transforms.core.features import ExampleEncoder
 from tfrecord_pipelines.transforms.core import fingerprint as fp
 from tfrecord_pipelines.transforms.core import crc_shift, provenance, quality
+from tfrecord_pipelines.transforms.core.annotations import IN_REJECTED, boxes_in
 from tfrecord_pipelines.transforms.core.annotations.boxes import write_objects
 from tfrecord_pipelines.transforms.core.images import BadImage, ImagePolicy, configure_pillow, reencode_image, validate_record
 from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec, Reject, ShardResult, fingerprint, reject
@@ -281,6 +282,8 @@ class _WriteShardFn(beam.DoFn):
                         rejects.append(item)
                         if how != "carried":
                             self._validated.add(0, 0, 1)
+                        if rec.annotation:  # the detection section reconciles: its boxes are in a rejected image
+                            box_stats[IN_REJECTED] += boxes_in(rec.annotation)
                         e = provenance.reject_entry(rec, item) if entries is not None else None
                         if e is not None:
                             reject_entries.append(e)

@@ -52,6 +52,14 @@ class ImageAnnotation(NamedTuple):
     objects: tuple             # (Obj as a plain tuple, ...) in the source's order
 
 
+IN_REJECTED = "boxes/in_rejected_images"  # the count of boxes whose image was rejected (boxes.section)
+
+
+def boxes_in(value: tuple) -> int:
+    """How many objects a Rec's annotation field lists (0 for an image of another input)."""
+    return len(value[4]) if value else 0
+
+
 def annotation_of(value: tuple) -> Optional[ImageAnnotation]:
     """A Rec's annotation field as an ImageAnnotation (None for an image of another input)."""
     return ImageAnnotation._make(value) if value else None
