@@ -35,6 +35,7 @@ import sys
 import time
 
 from bench import dataset
+from bench.incremental import done_records
 from bench.procmon import run_measured
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -113,14 +114,6 @@ def _files(out: str) -> dict:
             if os.path.isfile(os.path.join(out, n)) and n not in ("manifest.json", "report.html")}
 
 
-def _done_records(out: str) -> int:
-    try:
-        areas = [d for d in os.listdir(out) if d.startswith(".tfrecords-resume-")]
-    except FileNotFoundError:
-        return 0
-    return sum(n.endswith(".done") for d in areas for n in os.listdir(os.path.join(out, d)))
-
-
 def resume_round(tree: dict, a, env: dict, r: int) -> dict:
     """An uninterrupted run, then one killed once --kill_at of its shards are complete, and its rerun."""
     clean, out = os.path.join(a.work, f"resume-clean{r}"), os.path.join(a.work, f"resume-out{r}")
@@ -136,13 +129,13 @@ def resume_round(tree: dict, a, env: dict, r: int) -> dict:
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "tfrecord_pipelines.convert", *args, "--output", out], cwd=ROOT,
                             env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while _done_records(out) < target:
+    while done_records(out) < target:
         if proc.poll() is not None:
             raise SystemExit("the run to be killed ended first")
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    killed_after, kept = time.perf_counter() - t0, _done_records(out)
+    killed_after, kept = time.perf_counter() - t0, done_records(out)
     rerun = run_measured([sys.executable, "-m", "tfrecord_pipelines.convert", *args, "--output", out], cwd=ROOT,
                          env=env, stderr_path=out + ".stderr")
     if rerun["returncode"] != 0:

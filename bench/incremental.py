@@ -454,7 +454,8 @@ def part_c(a, tmp: str) -> dict:
 
 # ---- (d) ---------------------------------------------------------------------------------------------------------
 
-def _done_records(parent: str) -> int:
+def done_records(parent: str) -> int:
+    """Done-records in the resume areas under `parent` (the shards a killed run completed)."""
     try:
         areas = [d for d in os.listdir(parent) if d.startswith(".tfrecords-resume-")]
     except FileNotFoundError:
@@ -476,7 +477,7 @@ def _killed_and_rerun(args: list, root: str, until, what: str) -> dict:
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     killed_after = time.perf_counter() - t0
-    kept = _done_records(root)
+    kept = done_records(root)
     rerun = measured(convert_cmd(*args, "--output", root), "the rerun")
     return {"killed_after_s": round(killed_after, 2), "kept": kept, "rerun": rerun}
 
@@ -504,7 +505,7 @@ def part_d(a, tmp: str) -> dict:
             target = max(1, round(shards * a.kill_at))
             row = {"full": full, "shards": shards}
             for kind, until in (("time", lambda root, t: t >= a.kill_at * full["wall_s"]),
-                                ("shards", lambda root, t: _done_records(root) >= target)):
+                                ("shards", lambda root, t: done_records(root) >= target)):
                 root = os.path.join(tmp, f"d-root{r}-{kind}")
                 got = _killed_and_rerun(args, root, until, kind)
                 got["identical"] = digests(os.path.join(root, "v1")) == want

@@ -18,7 +18,7 @@ import collections
 import math
 from typing import NamedTuple, Optional, Union
 
-from tfrecord_pipelines.transforms.core.annotations import BoxReason, ImageAnnotation, Obj
+from tfrecord_pipelines.transforms.core.annotations import IN_REJECTED, BoxReason, ImageAnnotation, Obj
 from tfrecord_pipelines.transforms.core.records import Reason
 from tfrecord_pipelines.transforms.core.specs import BadBoxes, DetectionSpec
 
@@ -120,12 +120,12 @@ def check(ann: ImageAnnotation, width: int, height: int, stored: tuple, lookup: 
             out.masks.append(render(o, (x0 * sx, y0 * sy, x1 * sx, y1 * sy)))
         sizes.append(math.sqrt((x1 - x0) * (y1 - y0)))
     if dropped and spec.bad_boxes is BadBoxes.REJECT_IMAGE:
-        stats["boxes/in_rejected_images"] += len(ann.objects)
+        stats[IN_REJECTED] += len(ann.objects)
         shown = ", ".join(f"{n} {r}" for r, n in sorted(dropped.items()))
         return Reason.BAD_BOX, f"{sum(dropped.values())} of {len(ann.objects)} boxes do not fit the image " \
                                f"{width}x{height}: {shown} (--bad_boxes reject_image)"
     if not out.label and not spec.keep_empty:
-        stats["boxes/in_rejected_images"] += len(ann.objects) - sum(dropped.values())
+        stats[IN_REJECTED] += len(ann.objects) - sum(dropped.values())
         for r, n in dropped.items():
             stats[f"boxes/dropped/{r}"] += n
         return Reason.NO_BOXES, ("the annotation has no boxes" if not ann.objects else
@@ -198,7 +198,7 @@ def write_objects(rec, data: bytes, lookup: dict, spec: DetectionSpec, apply_ori
     turned = apply_orientation and fw != fh and (rec.width > rec.height) != (fw > fh)
     problem = size_problem(ann, fw, fh, turned, 1 if turned else _orientation(data))
     if problem is not None:
-        stats["boxes/in_rejected_images"] += len(ann.objects)
+        stats[IN_REJECTED] += len(ann.objects)
         return problem
     width, height = (fh, fw) if turned else (fw, fh)
     stored = (rec.width, rec.height)
@@ -218,7 +218,7 @@ def section(stats: dict, names: dict, not_selected: int = 0) -> dict:
         return {k[len(prefix):]: v for k, v in sorted(stats.items()) if k.startswith(prefix)}
     listed, written = stats.get("boxes/listed", 0), stats.get("boxes/written", 0)
     dropped = under("boxes/dropped/")
-    rejected = stats.get("boxes/in_rejected_images", 0)
+    rejected = stats.get(IN_REJECTED, 0)
     rest = listed - written - sum(dropped.values()) - rejected
     boxes = {"listed": listed, "written": written, "clipped": stats.get("boxes/clipped", 0),
              "dropped": dropped, "in_rejected_images": rejected}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Iterator, Optional
 
 from tfrecord_pipelines.transforms.core import tables
-from tfrecord_pipelines.transforms.core.annotations import BoxReason, ImageAnnotation, source_id
+from tfrecord_pipelines.transforms.core.annotations import IN_REJECTED, BoxReason, ImageAnnotation, source_id
 from tfrecord_pipelines.transforms.core.records import Reason, Rec, Reject
 
 ENTRY, FILE, BAD, IMAGE, OBJECT = "entry", "file", "bad", "image", "object"
@@ -46,7 +46,7 @@ def coco_image(key: tuple, tagged, root: str, prefix: str) -> Iterator:
     if bad or len(images) > 1:
         yield stat("boxes/listed", len(objects))
         yield stat("listed", len(images) + len(bad))
-        yield stat("boxes/in_rejected_images", len(objects))
+        yield stat(IN_REJECTED, len(objects))
         for b in bad:
             yield Reject(b[0], Reason.BAD_ANNOTATION.value, b[1], split)
         for (file_name, _, _) in images:
@@ -59,7 +59,7 @@ def coco_image(key: tuple, tagged, root: str, prefix: str) -> Iterator:
     except tables.UnsafePath as e:
         yield stat("listed")
         yield stat("boxes/listed", len(objects))
-        yield stat("boxes/in_rejected_images", len(objects))
+        yield stat(IN_REJECTED, len(objects))
         yield Reject(file_name, Reason.UNSAFE_PATH.value, str(e), split)
         return
     yield ENTRY, rel, (split, tuple(ImageAnnotation(str(image_id), w, h, False, objects)))
@@ -88,7 +88,7 @@ def with_files(rel: str, tagged, negatives: bool = False) -> Iterator:
         yield stat("listed", len(entries))
         for split, ann in entries:
             yield stat("boxes/listed", len(ann[4]))
-            yield stat("boxes/in_rejected_images", len(ann[4]))
+            yield stat(IN_REJECTED, len(ann[4]))
             yield Reject(rel, Reason.MISSING_IMAGE.value, "the annotation names this image, and there is no such "
                          "file" + (f" under {rel.rsplit('/', 1)[0]}/" if "/" in rel else ""), split)
         return
@@ -98,7 +98,7 @@ def with_files(rel: str, tagged, negatives: bool = False) -> Iterator:
         for s, a in entries:
             yield stat("boxes/listed", len(a[4]))
         for s, a in rest:
-            yield stat("boxes/in_rejected_images", len(a[4]))
+            yield stat(IN_REJECTED, len(a[4]))
             yield Reject(rel, Reason.DUPLICATE.value, f"the annotations name this image {len(entries)} times; the "
                          f"one of split {split or '(none)'!r} is kept", s)
         for f in files:
