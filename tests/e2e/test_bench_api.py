@@ -18,5 +18,7 @@ def test_api_bench_at_small_scale(tmp_path):
     res = json.loads(out.read_text())
     assert res["same_shards"] is True
     assert res["median"]["api"]["call_s"] > 0 and res["median"]["cli"]["wall_s"] > 0
-    assert len(res["fixed"]["calls_s"]) == 2 and res["fixed"]["import_s"] < 1.0
+    # The figure is there; how fast is the bench's to say, not a test's (that the import leaves Beam
+    # out is tests/e2e/test_api.py's).
+    assert len(res["fixed"]["calls_s"]) == 2 and res["fixed"]["import_s"] > 0
     assert "fixed cost of a call (10 images)" in p.stdout
