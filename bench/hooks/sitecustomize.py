@@ -219,9 +219,10 @@ if _FOLDER:
             return None
 
     sys.meta_path.insert(0, _Finder())
+    _site_t = time.time()
     event("site")
-    try:  # the kernel's process start (10 ms resolution), for the time before this file ran
-        _state["file"].write(json.dumps({"t": _start_time(), "cpu": 0.0, "event": "process start",
+    try:  # the kernel's process start (10 ms resolution, so held to before this file ran)
+        _state["file"].write(json.dumps({"t": min(_start_time(), _site_t), "cpu": 0.0, "event": "process start",
                                          "pid": os.getpid(), "ppid": os.getppid(), "role": _role()}) + "\n")
     except Exception:
         pass
