@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Iterator, Optional
 
 from tfrecord_pipelines.transforms.core import tables
-from tfrecord_pipelines.transforms.core.annotations import IN_REJECTED, BoxReason, ImageAnnotation, source_id
+from tfrecord_pipelines.transforms.core.annotations import IN_REJECTED, BoxReason, ImageAnnotation, boxes_in, source_id
 from tfrecord_pipelines.transforms.core.records import Reason, Rec, Reject
 
 ENTRY, FILE, BAD, IMAGE, OBJECT = "entry", "file", "bad", "image", "object"
@@ -87,8 +87,8 @@ def with_files(rel: str, tagged, negatives: bool = False) -> Iterator:
     if not files:
         yield stat("listed", len(entries))
         for split, ann in entries:
-            yield stat("boxes/listed", len(ann[4]))
-            yield stat(IN_REJECTED, len(ann[4]))
+            yield stat("boxes/listed", boxes_in(ann))
+            yield stat(IN_REJECTED, boxes_in(ann))
             yield Reject(rel, Reason.MISSING_IMAGE.value, "the annotation names this image, and there is no such "
                          "file" + (f" under {rel.rsplit('/', 1)[0]}/" if "/" in rel else ""), split)
         return
@@ -96,9 +96,9 @@ def with_files(rel: str, tagged, negatives: bool = False) -> Iterator:
     if not negatives:
         yield stat("listed", len(entries))
         for s, a in entries:
-            yield stat("boxes/listed", len(a[4]))
+            yield stat("boxes/listed", boxes_in(a))
         for s, a in rest:
-            yield stat(IN_REJECTED, len(a[4]))
+            yield stat(IN_REJECTED, boxes_in(a))
             yield Reject(rel, Reason.DUPLICATE.value, f"the annotations name this image {len(entries)} times; the "
                          f"one of split {split or '(none)'!r} is kept", s)
         for f in files:
@@ -106,7 +106,7 @@ def with_files(rel: str, tagged, negatives: bool = False) -> Iterator:
         return
     yield stat("listed", len(files))  # YOLO: each image of the label file's name has its objects
     for f in files:
-        yield stat("boxes/listed", len(ann[4]))
+        yield stat("boxes/listed", boxes_in(ann))
         a = ImageAnnotation._make(ann)._replace(source_id=source_id(f.rel))
         yield f._replace(annotation=tuple(a))
 
