@@ -171,7 +171,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     tree = make_coco_tree(a.data, a.size, a.boxes, log=lambda m: print(m, file=sys.stderr))
     os.makedirs(a.work, exist_ok=True)
-    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+    from bench.run import child_env  # with bytecode, as an installed package runs
+    env = child_env()
     variants = [v.strip() for v in a.variants.split(",") if v.strip()]
     runs: dict = {v: [] for v in variants}
     for r in range(a.repeats):

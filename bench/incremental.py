@@ -70,10 +70,8 @@ def log(msg: str) -> None:
 
 
 def env() -> dict:
-    e = dict(os.environ)
-    e["PYTHONPATH"] = ROOT + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
-    e.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    return e
+    from bench.run import child_env  # with bytecode, as an installed package runs
+    return child_env()
 
 
 def convert_cmd(*args) -> list:

@@ -99,7 +99,8 @@ def newest_bench_json() -> str:
 
 def import_costs() -> dict:
     from bench import procmon
-    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+    from bench.run import child_env  # with bytecode, as an installed package runs
+    env = child_env()
     out = {}
     for name, stmt in [("python", "pass"), ("apache_beam", "import apache_beam"),
                        ("apache_beam, lean", "from tfrecord_pipelines import lean_beam; lean_beam.import_lean()"),

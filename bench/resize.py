@@ -146,7 +146,8 @@ def convert(src: str, out: str, extra: list, num_shards: int) -> dict:
     os.makedirs(os.path.dirname(out), exist_ok=True)
     cmd = [sys.executable, "-m", "tfrecord_pipelines.convert", "--input", src, "--output", out, "--progress", "off",
            "--num_shards", str(num_shards), *extra]
-    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+    from bench.run import child_env  # with bytecode, as an installed package runs
+    env = child_env()
     r = procmon.run_measured(cmd, cwd=ROOT, env=env, stderr_path=out + ".stderr")
     if r["returncode"] != 0:
         raise SystemExit(f"{' '.join(cmd)} failed; see {out}.stderr")

@@ -61,7 +61,9 @@ class Run:
         import apache_beam as beam
         from apache_beam.options.pipeline_options import TestOptions, TypeOptions
 
+        from tfrecord_pipelines import beam_shortcuts
         from tfrecord_pipelines.pipeline import build_pipeline
+        beam_shortcuts.install()
         cfg, local = self.cfg, runtime.is_local(options)
         # Our transforms declare no element types; construction-time type inference would only cost time.
         options.view_as(TypeOptions).pipeline_type_check = False
@@ -122,7 +124,9 @@ def preview(cfg: ConvertConfig, options, runner, debug: bool = False) -> dict:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import TypeOptions
 
+    from tfrecord_pipelines import beam_shortcuts
     from tfrecord_pipelines.pipeline import build_preview
+    beam_shortcuts.install()
     options.view_as(TypeOptions).pipeline_type_check = False
     with tempfile.TemporaryDirectory(prefix="tfrecords-preview-") as folder:
         result = os.path.join(folder, "preview.json")

@@ -123,6 +123,8 @@ def run_worker() -> None:
     try:
         from tfrecord_pipelines import lean_beam
         lean_beam.worker_import()
+        from tfrecord_pipelines import beam_shortcuts
+        beam_shortcuts.install()
         from apache_beam.runners.worker import sdk_worker_main
         sdk_worker_main.main(sys.argv)
     except SystemExit as e:
@@ -180,6 +182,8 @@ def preload() -> None:
     from tfrecord_pipelines import lean_beam
     lean_beam.worker_import()
     import apache_beam.runners.worker.sdk_worker_main  # noqa: F401
+    from tfrecord_pipelines import beam_shortcuts
+    beam_shortcuts.install()
     import tfrecord_pipelines.transforms.stages
     for m in pkgutil.iter_modules(tfrecord_pipelines.transforms.stages.__path__):  # every stage, and the library under them
         importlib.import_module(f"tfrecord_pipelines.transforms.stages.{m.name}")

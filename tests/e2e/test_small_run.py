@@ -108,14 +108,16 @@ def test_what_decides_in_process(small, tmp_path, monkeypatch):
 
 def _cli_run(argv: list, env: dict) -> tuple:
     """The command line's start (runtime.prestart, then convert.run) in a fresh
-    process: (exit status, the heavy modules it imported, whether its workers import lean)."""
+    process: (exit status, the heavy modules it imported, whether Beam's shortcuts
+    were installed: pipelines/beam_shortcuts.py)."""
     code = ("import sys, os, json\n"
             "from tfrecord_pipelines import runtime\n"
             f"argv = {argv!r}\n"
             "runtime.prestart(argv)\n"
             "from tfrecord_pipelines.commands.convert import run\n"
             "rc = run(argv)\n"
-            f"print(json.dumps([rc, [m for m in {NEVER!r} if m in sys.modules]]))\n")
+            "shortcuts = sys.modules.get('tfrecord_pipelines.beam_shortcuts')\n"
+            f"print(json.dumps([rc, [m for m in {NEVER!r} if m in sys.modules], bool(shortcuts and shortcuts._installed)]))\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600,
                          env=dict(os.environ, **env))
     assert out.returncode == 0, out.stderr[-3000:]
@@ -124,11 +126,13 @@ def _cli_run(argv: list, env: dict) -> tuple:
 
 @pytest.mark.parametrize("workers", [[], ["--direct_num_workers", "2"]], ids=["in-process", "two workers"])
 def test_the_command_imports_beam_lean_and_writes_the_same_bytes(small, tmp_path, workers):
+    """Lean, with Beam's shortcuts, and Beam as it is (imported whole, no shortcuts): the same bytes."""
     runs = {}
-    for name, env in (("lean", {}), ("whole", {"TFRECORDS_LEAN_IMPORT": "0"})):
+    for name, env in (("lean", {}), ("whole", {"TFRECORDS_LEAN_IMPORT": "0", "TFRECORDS_BEAM_SHORTCUTS": "0"})):
         out = str(tmp_path / name)
-        rc, heavy = _cli_run(["--input", small, "--output", out, "--progress", "off", *ARGS, *workers], env)
-        assert rc == 0
+        rc, heavy, shortcuts = _cli_run(["--input", small, "--output", out, "--progress", "off", *ARGS, *workers],
+                                        env)
+        assert rc == 0 and shortcuts == (name == "lean")
         runs[name] = (outputs(out), heavy)
     assert runs["lean"][0] == runs["whole"][0]
     assert runs["lean"][1] == []                       # no TensorFlow, no matplotlib, no unused connectors
