@@ -32,14 +32,18 @@ from tfrecord_pipelines import argv_flags
 # add their fixed cost (the zygote, a round trip per stage: ~1.5-2 CPU s)
 # until what stays on one thread in-process (listing, labels, splits, the
 # shuffle's sort, encoding and writing, the quality checks) outweighs it.
-# Measured on 2 quiet vCPUs, warm cache (bench/fixed_cost.py --images N
-# --extra "--validate MODE --num_shards 8" --variants default,workers, medians
-# of 3, wall s in-process vs workers, 2026-11-27): header 2,500 4.19 vs 4.12,
-# 5,000 4.80 vs 4.81, 10,000 7.18 vs 6.28; full 2,500 7.03 vs 6.99, 5,000 11.04
-# vs 9.80, 10,000 19.07 vs 16.20. In-process always used less CPU and a third
-# of the memory; the limits are where the workers' wall starts to win.
-MAX_IMAGES = 5_000        # --validate header: the per-image work is light, in-process keeps up longer
-MAX_IMAGES_FULL = 2_500   # full validation (the default): decoding wants both cores
+# Measured on 2 vCPUs, warm cache, with Beam's shortcuts (beam_shortcuts.py)
+# and bytecode (bench/fixed_cost.py --images N --extra "--validate MODE
+# --num_shards 8" --variants in_process,workers, medians of 3, wall s
+# in-process vs workers, 2026-11-27 night): header 2,500 2.85 vs 3.01, 3,500
+# 3.35 vs 3.31, 5,000 3.91 vs 3.64, 10,000 5.78 vs 5.00; full 1,000 3.78 vs
+# 3.78, 1,500 4.67 vs 4.91, 2,500 5.95 vs 5.39. In-process always used less
+# CPU (15-30%) and a third of the memory, so a tie stays in-process; the
+# limits are where the workers' wall starts to win. (Before the shortcuts,
+# which shortened every bundle's end in-process more than the workers', the
+# same measurement put them at 5,000 and 2,500.)
+MAX_IMAGES = 3_500        # --validate header: the per-image work is light, in-process keeps up longer
+MAX_IMAGES_FULL = 2_000   # full validation (the default): decoding wants both cores
 _GIVEN = ("--direct_num_workers", "--direct_running_mode")
 OFF_ENV = "TFRECORDS_SMALL_RUNS"
 
