@@ -77,7 +77,7 @@ def variant_cmd(variant: str, train: str, out: str, shards: int) -> list:
 def child_env() -> dict:
     """The environment of a measured process: as a user's install runs it. pip
     compiles an installed package's bytecode; with PYTHONDONTWRITEBYTECODE set
-    (as on some CI machines) a checkout's modules would be compiled from source
+    (as this project's machines set it) a checkout's modules would be compiled from source
     in every process of every run (~0.24 s of a 100-image run's main process,
     measured 2026-11-27), so the bench compiles them once (compile_sources)."""
     compile_sources()
