@@ -30,6 +30,9 @@ when a little changed, and what a killed run costs to finish.
     of its shards are complete (their done-records in the resume area), each
     rerun: its wall against the uninterrupted run's, and its shards byte for byte.
 
+Before every timed run (untimed, as bench/run.py does): sync, --settle s idle,
+and --prefault-mb of memory touched and freed.
+
 Disk: the pool of (a) and (d) is ~5.9 GB at 50,000 images (made once, kept in
 --data-dir), and a run holds two outputs of ~5.8 GB at once: ~18 GB free.
 
@@ -78,13 +81,59 @@ def convert_cmd(*args) -> list:
     return [sys.executable, "-m", "tfrecord_pipelines.convert", *map(str, args), "--progress", "off"]
 
 
+SETTLE = {"seconds": 1.0, "prefault_mb": 2048}  # --settle, --prefault-mb
+
+
+def prepare() -> None:
+    """Before each timed run, as bench/run.py does (untimed): the previous
+    runs' writes flushed to disk (a run started seconds after another wrote
+    6 GB found the disk still busy with it, which no scheduled run meets), a
+    second idle, and memory touched and freed, so that the run's first page
+    cache is not the host's fresh memory (this VM's free page reporting:
+    bench/run.py prefault)."""
+    from bench.run import prefault
+    os.sync()
+    time.sleep(SETTLE["seconds"])
+    prefault(SETTLE["prefault_mb"])
+
+
+PHASES = {"on": False}  # --phases
+
+
 def measured(cmd: list, what: str) -> dict:
-    r = procmon.run_measured(cmd, cwd=ROOT, env=env(), timeout=4 * 3600,
+    """The run's wall, CPU and peak memory (bench/procmon.py); with --phases,
+    also where its time went (bench/fixed_cost.py's hooks: the main process's
+    phases and the runner's stages)."""
+    prepare()
+    run_env, folder = env(), ""
+    if PHASES["on"]:
+        from bench.fixed_cost import HOOKS
+        folder = tempfile.mkdtemp(prefix="phases-")
+        run_env["PYTHONPATH"] = HOOKS + os.pathsep + run_env.get("PYTHONPATH", "")
+        run_env.update(TFRECORDS_BENCH_PHASES=folder, TFRECORDS_BENCH_PARENT=str(os.getpid()))
+    r = procmon.run_measured(cmd, cwd=ROOT, env=run_env, timeout=4 * 3600,
                              stderr_path=os.path.join(tempfile.gettempdir(), "bench-incremental.err"))
     if r["returncode"] != 0:
         err = open(os.path.join(tempfile.gettempdir(), "bench-incremental.err")).read()[-3000:]
         raise SystemExit(f"{what} failed (exit {r['returncode']}): {' '.join(map(str, cmd))}\n{err}")
+    if folder:
+        r["phases"] = phases(folder)
+        shutil.rmtree(folder, ignore_errors=True)
     return r
+
+
+def phases(folder: str) -> dict:
+    """{phase or stage: wall s} of the run whose hook events are in `folder`."""
+    from bench.fixed_cost import analyse, load_events
+    events = load_events(folder)
+    root = min((pid for pid, es in events.items() if es and es[0].get("ppid") == os.getpid()),
+               key=lambda p: events[p][0]["t"], default=None)
+    if root is None:
+        return {}
+    got = analyse(events, root)
+    out = {k: round(v["wall"], 2) for k, v in got["phases"].items()}
+    out.update({f"stage {k}": round(v["wall"], 2) for k, v in got["stages"].items()})
+    return out
 
 
 def timed(cmd: list, what: str) -> dict:
@@ -92,6 +141,7 @@ def timed(cmd: list, what: str) -> dict:
     bench/procmon.py, which ends every other child of this process when a run
     ends: (b)'s emulator and proxy are children too."""
     import resource
+    prepare()
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     r = subprocess.run(cmd, cwd=ROOT, env=env(), capture_output=True, text=True)
@@ -299,6 +349,9 @@ def part_a(a, tmp: str) -> dict:
         log(f"  round {r + 1}: full v1 {first['wall_s']:.1f} s; incremental {got['incremental']['wall_s']:.1f} s; "
             f"full of the changed tree {got['full']['wall_s']:.1f} s; shards identical: {identical}; "
             f"copied {made['records_copied']:,}, read {made['images_read']:,}")
+        if got["incremental"].get("phases"):
+            top = sorted(got["incremental"]["phases"].items(), key=lambda kv: -kv[1])[:8]
+            log("    incremental's longest phases and stages: " + "; ".join(f"{k} {v:.2f} s" for k, v in top))
     # The reads, counted: one more incremental run under strace.
     work = tree.build()
     root = os.path.join(tmp, "a-traced")
@@ -573,7 +626,13 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default="")
     ap.add_argument("--generator", default=next((g for g in GENERATORS if os.path.exists(g)), GENERATORS[0]),
                     help="the shared make_imagefolder.py (run with this Python)")
+    ap.add_argument("--settle", type=float, default=1.0, help="seconds idle after sync before each timed run")
+    ap.add_argument("--prefault-mb", type=int, default=2048, help="memory touched and freed before each timed run")
+    ap.add_argument("--phases", action="store_true",
+                    help="record each timed run's phases and runner stages (bench/fixed_cost.py's hooks) in the JSON")
     a = ap.parse_args(argv)
+    SETTLE.update(seconds=a.settle, prefault_mb=a.prefault_mb)
+    PHASES["on"] = a.phases
     parts = [p.strip() for p in a.parts.split(",") if p.strip()]
     os.makedirs(a.data_dir, exist_ok=True)
     results = {}

@@ -187,6 +187,10 @@ def preload() -> None:
     import tfrecord_pipelines.transforms.stages
     for m in pkgutil.iter_modules(tfrecord_pipelines.transforms.stages.__path__):  # every stage, and the library under them
         importlib.import_module(f"tfrecord_pipelines.transforms.stages.{m.name}")
+    import gc
+    # What was imported lives as long as the workers: Python's cycle collector need not walk it again at each of
+    # their full collections (~400,000 objects; ~5% of an incremental run's CPU went to collections).
+    gc.freeze()
 
 
 def zygote_main(path: str, parent: int) -> None:

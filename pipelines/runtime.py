@@ -46,6 +46,10 @@ def prestart(argv: list) -> None:
         with workers_stderr_to_log("--debug" not in argv):
             local_worker.prestart(argv)
     lean_beam.import_beam(argv)
+    import gc
+    # The command's process lives for one run: what it imported need not be walked by every full collection
+    # of the cycle collector again (as the workers' zygote does: local_worker.preload).
+    gc.freeze()
 
 
 def stop() -> None:

@@ -367,6 +367,39 @@ def test_damaged_or_forged_provenance_never_yields_a_wrong_record(two_versions, 
     assert_same_as_full(out, images, scratch, *src)
 
 
+def test_records_the_kernel_copies_are_those_read_and_written_here(two_versions, opens, monkeypatch):
+    """A local previous version's runs are copied by the kernel (copy_file_range)
+    and checked as this shard holds them; where the kernel cannot copy, they
+    are read, checked and written by this process. Both give the same version,
+    byte for byte, and read only the new image from the source."""
+    from tfrecord_pipelines.transforms.storage import previous
+    images, root, scratch, src = two_versions
+    other = root + "-read"
+    shutil.copytree(root, other)
+    kernel = previous.copy_range
+    copied = []
+
+    def spy(*args):
+        copied.append(kernel(*args))
+        return copied[-1]
+
+    monkeypatch.setattr(previous, "copy_range", spy)
+    opens.watch(images)
+    assert run_v2(images, root, src) == 0
+    assert copied and sum(copied) == sum(e["bytes"] for e in shard_entries(root))  # every record of v1
+    assert len(opens.taken()) == 1
+
+    def unsupported(*_):
+        raise previous.CopyUnsupported(95, "not here")
+
+    monkeypatch.setattr(previous, "copy_range", unsupported)
+    assert run_v2(images, other, src) == 0
+    assert files_of(os.path.join(root, "v2")) == files_of(os.path.join(other, "v2"))
+    assert manifest(os.path.join(root, "v2"))["made"]["records_copied"] == \
+        manifest(os.path.join(other, "v2"))["made"]["records_copied"] > 0
+    assert_same_as_full(os.path.join(root, "v2"), images, scratch, *src)
+
+
 def test_a_latest_without_a_readable_version_needs_full(two_versions, capsys):
     images, root, scratch, src = two_versions
     os.remove(os.path.join(root, "v1", "manifest.json"))

@@ -69,7 +69,8 @@ def test_unchanged_records_carry_the_previous_copy_and_the_rest_are_counted(tmp_
     with TestPipeline() as p:
         out = p | beam.Create([Batch(now[:3]), Batch(now[3:])]) | MatchPrevious(MatchSpec(prev, SEED))
         assert_that(out[RECORDS] | "Prev" >> beam.FlatMap(lambda b: [(r.rel, r.prev) for r in b]),
-                    equal_to([("cat/same.jpg", (provenance.COPY, shards[0].name, 0, 100, 7, SHA, 0, 1)),
+                    equal_to([("cat/same.jpg", (provenance.COPY, shards[0].name, 0, 100, 7, SHA, 0, 1,
+                                                         provenance.record_digest(same))),
                               ("cat/relabelled.jpg", ()), ("cat/touched.jpg", ()),
                               ("cat/refused.jpg", (provenance.REJECT, Reason.NOT_AN_IMAGE.value,
                                                    "not an image file")),

@@ -80,7 +80,7 @@ def test_reuse_needs_the_same_identity_and_digest_and_no_racy_times():
                      detail="cut")
     assert pv.reusable(r._replace(label_id=3), rej, after)
     annotated = pv.annotate(r, e, "train-00000-of-00002.tfrecord")
-    assert annotated.prev == (pv.COPY, "train-00000-of-00002.tfrecord", 0, 116, 5, "ab" * 32, 0, 0)
+    assert annotated.prev == (pv.COPY, "train-00000-of-00002.tfrecord", 0, 116, 5, "ab" * 32, 0, 0, e.digest)
     assert (annotated.phash, annotated.width, annotated.height) == (12, 3, 2)
     assert pv.annotate(r, rej, "x").prev == (pv.REJECT, "truncated", "cut")
 

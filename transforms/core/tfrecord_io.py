@@ -126,6 +126,20 @@ class RecordWriter:
         """The running CRC32C (unmasked) of the bytes written so far."""
         return self._crc
 
+    @property
+    def sink(self):
+        return self._sink
+
+    def absorb(self, length: int, records: int, crc_after: int) -> None:
+        """Counts `records` framed records, `length` bytes, that the caller put
+        into the (uncompressed) file itself, after which the file's running
+        CRC32C is `crc_after` (the caller read them back and checked them)."""
+        if self._compressor is not None:
+            raise ValueError("records are put into uncompressed shards only")
+        self._crc = crc_after
+        self.bytes_written += length
+        self.records += records
+
     def write_run(self, data, records: int, crc_before: int, crc_after: int) -> None:
         """Writes framed records copied whole from another uncompressed shard,
         where they took its running CRC32C from crc_before to crc_after (the

@@ -34,6 +34,7 @@ from tfrecord_pipelines.transforms.core import quality
 from tfrecord_pipelines.transforms.core.records import Batch, pack
 from tfrecord_pipelines.transforms.core.specs import QualitySpec
 from tfrecord_pipelines.transforms.storage import spill
+from tfrecord_pipelines.transforms.storage.unsized import Unsized, unwrap
 
 EXACT, NEAR, FIGURES, DUPS_ACC, NEAR_ACC = "exact", "near", "figures", "dups_acc", "near_acc"
 # Few group keys: a shard's rows travel as one element per key (elements cost the runner ~35 us each),
@@ -98,7 +99,7 @@ def check_group(key, values, max_distance: int):
 def combine(parts) -> tuple:
     """(duplicate summary, near summary, class counts, sizes) from check_group's parts."""
     dups, near, counts, sizes = [], [], collections.Counter(), []
-    for kind, value in parts:
+    for kind, value in unwrap(parts):
         if kind == DUPS_ACC:
             dups.append(value)
         elif kind == NEAR_ACC:
@@ -151,7 +152,7 @@ class CheckQuality(beam.PTransform):
         parts = (inputs["rows"]
                  | "Scatter" >> beam.ParDo(_ScatterFn(found is None, not why_not, self._spill_dir))
                  | "Group" >> beam.GroupByKey()
-                 | "Check" >> beam.FlatMap(lambda kv: check_group(*kv, max_distance)))
+                 | "Check" >> beam.FlatMap(lambda kv: map(Unsized, check_group(*kv, max_distance))))
         # At most one part per group key (65), each capped: they meet as a side input, without a
         # combine's barrier; the one element of Once makes a section even when nothing was written.
         side = {"found": beam.pvalue.AsList(found)} if found is not None else {}

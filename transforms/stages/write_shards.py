@@ -3,7 +3,9 @@ files and streamed into one TFRecord file in the staging folder.
 
 Image bytes are read here, a bounded number ahead of the writing (in order,
 transforms/storage/reads.py), and never pass through the runner; a worker holds the
-reads in flight and one shard's metadata at a time. The file gets a
+reads in flight and one shard's metadata at a time. A local shard's writes
+run on a thread of their own, behind the reading and encoding
+(transforms/storage/write_behind.py). The file gets a
 unique temporary name; only the publish step gives it its final name, so a
 retried or replayed bundle rewrites instead of duplicating, and nothing
 partial is ever visible under a final name.
@@ -21,10 +23,13 @@ counts as each record is written, and staged and published with the shard.
 
 Incremental versions (transforms/stages/match_previous.py): a record that
 carries Rec.prev is not read. Its framed bytes are copied from the previous
-version's shard, records back to back in one read (provenance.plan_units),
-checked first: a run whole by one CRC pass (provenance.run_problem), else
-each record on its own (provenance.check_framed); one that fails is read
-from its source instead. A reject the previous version decided from the file's bytes
+version's shard, records back to back in one piece (provenance.plan_units),
+and checked: a run whole by one CRC pass (provenance.run_problem), else each
+record on its own (provenance.check_framed); one that fails is read from its
+source instead. From a local previous version into a local shard the kernel
+copies a run (copy_file_range) and the run is checked as this shard then
+holds it, and cut off again if it fails; elsewhere the run is read, checked,
+then written. A reject the previous version decided from the file's bytes
 is carried. With --versioned, each shard's provenance file (what a later
 version needs to do the same) is written beside it.
 
@@ -45,6 +50,7 @@ import dataclasses
 import hashlib
 import logging
 import operator
+import os
 import uuid
 from typing import NamedTuple, Optional, Union
 
@@ -197,6 +203,7 @@ class _WriteShardFn(beam.DoFn):
         self._done = None  # the resume area's done-records, when first needed
         self._lookup_for, self._lookup = None, {}
         self._copy_here = False
+        self._kernel_copy = True  # until the kernel says it cannot copy between these files
 
     def _where(self, fingerprint: str) -> str:
         r = self._reuse
@@ -250,9 +257,11 @@ class _WriteShardFn(beam.DoFn):
             self._pool = make_pool(policy.reads, recs[0].path)
         prev = self._reuse.previous
         # A local previous version: a gap costs a read of its own nothing, so copy units are runs of records back
-        # to back; and each is read, checked and written on this thread (bytes read on another thread were
-        # written ~1.5x slower: measured), the read-ahead threads reading and validating new images meanwhile.
+        # to back; and each is copied on this thread (by the kernel where it can: _copy_in_kernel), the read-ahead
+        # threads reading and validating new images meanwhile.
         self._copy_here = prev is not None and fsutil.is_local(prev.folder)
+        kernel_copy = self._copy_here and self._kernel_copy and fsutil.is_local(temp) \
+            and self._output_format is OutputFormat.TFRECORD and self._compression is Compression.NONE
         units = provenance.plan_units(recs, max_gap=0 if self._copy_here else provenance.MAX_GAP)
         cums = entries is not None  # the new shard's running CRC at each record: for the provenance
         with shard_writer(temp, self._output_format, self._compression) as writer:
@@ -261,18 +270,19 @@ class _WriteShardFn(beam.DoFn):
                     raise got.error  # a bug or a store that stopped answering: the bundle fails
                 items = got.value
                 if items and items[0][0] == "later":
-                    items = self._copy(items[0][2])
+                    unit = items[0][2]
+                    items = (kernel_copy and self._copy_in_kernel(unit, writer)) or self._copy(unit)
                 for how, rec, item in items:
-                    if how == "run":  # records copied whole, checked by one CRC pass (provenance.run_problem)
-                        placed = _write_run(writer, item, cums)
+                    if how in ("run", "placed"):  # records copied whole, checked by one CRC pass
+                        placed = item if how == "placed" else _write_run(writer, item, cums)
                         counts["copy"] += len(placed)
                         for rec, spot in placed:
-                            waiting.append(provenance.Written(rec, rec.prev[5], None, spot))
+                            waiting.append(provenance.Written(rec, rec.prev[5], None, spot, rec.prev[8]))
                             if rec.label_id is not None:
                                 label_counts[rec.label_id] += 1
                             if self._index_files:
                                 index_lines.append(b"%d %d\n" % (spot[0], spot[1]))
-                        self._progress.add(len(placed), len(item[1]))
+                        self._progress.add(len(placed), sum(spot[1] for _, spot in placed))
                         if len(waiting) >= quality.HASH_BATCH:
                             provenance.flush_written(split, waiting, rows, entries)
                             waiting = []
@@ -307,7 +317,8 @@ class _WriteShardFn(beam.DoFn):
                         chunks, length = encoder.encode(rec, data, sha)
                         crc = writer.write(chunks, length)
                     waiting.append(provenance.Written(rec, sha, hash_src, (before, writer.bytes_written - before, crc,
-                                                                           crc_before, writer.crc if cums else 0)))
+                                                                           crc_before, writer.crc if cums else 0),
+                                                      rec.prev[8] if how == "copy" else ""))
                     if len(waiting) >= quality.HASH_BATCH:
                         provenance.flush_written(split, waiting, rows, entries)
                         waiting = []
@@ -399,6 +410,48 @@ class _WriteShardFn(beam.DoFn):
             else:
                 out += self._one_by_one(piece, data, unit.start, prev)
         return out
+
+    def _copy_in_kernel(self, unit: provenance.Unit, writer) -> list:
+        """A COPY unit (records back to back in a local previous shard) put
+        into this shard by the kernel (copy_file_range: the bytes never pass
+        through this process, nor through a second page of memory), then read
+        back from this shard and checked like a run read first
+        (provenance.run_problem): what is checked is what this shard holds.
+        [("placed", None, [(record, where)])] if whole and sound; [] where it
+        is not (this shard is cut back to before it, and the unit goes the
+        read-and-check way, record by record where needed) or where the
+        kernel cannot copy (from then on, nothing is copied this way)."""
+        prev = self._reuse.previous
+        sink = writer.sink
+        sink.flush()  # the writes handed over come first
+        fd, at, crc = sink.fileno(), writer.bytes_written, writer.crc
+        try:
+            copied = previous.copy_range(prev.folder, unit.shard, unit.start, unit.end, fd)
+        except previous.CopyUnsupported:
+            self._kernel_copy = False
+            return []
+        except OSError:
+            copied = -1  # gone or unreadable: _copy says so and reads the records from their sources
+        placed, pos, problem = [], at, copied != unit.end - unit.start
+        for rec in () if problem else unit.recs:
+            length = rec.prev[3]
+            data = os.pread(fd, length, pos)
+            needle = provenance.filename_needle(self._keys, rec.rel)
+            if len(data) != length or (needle and data.rfind(needle, 12, length - 4) < 0):
+                problem = True
+                break
+            before, crc = crc, google_crc32c.extend(crc, data)
+            placed.append((rec, (pos, length, rec.prev[4], before, crc)))
+            pos += length
+        first, last = unit.recs[0].prev, unit.recs[-1].prev
+        # The bytes took this shard's CRC from `at`'s to `crc` exactly when they take the previous shard's from
+        # first[6] to last[7] (crc_shift: the difference of two starts moves by a shift).
+        if problem or crc != last[7] ^ crc_shift.shift(writer.crc ^ first[6], pos - at):
+            os.ftruncate(fd, at)
+            os.lseek(fd, at, os.SEEK_SET)
+            return []
+        writer.absorb(pos - at, len(placed), crc)
+        return [("placed", None, placed)]
 
     def _one_by_one(self, recs: tuple, data: bytes, data_start: int, prev) -> list:
         """Records of a run that failed its check (or could not be read), each

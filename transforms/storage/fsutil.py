@@ -119,6 +119,16 @@ def open_write(path: str):
     return FileSystems.create(path, compression_type=_RAW)
 
 
+def open_write_behind(path: str):
+    """open_write, for a large file written in many pieces: locally its writes
+    run on a thread of their own (write_behind.py)."""
+    if not is_local(path):
+        return open_write(path)
+    from tfrecord_pipelines.transforms.storage.write_behind import WriteBehind
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return WriteBehind(path)
+
+
 def _local_temp(path: str) -> str:
     """A temp name beside `path` (same filesystem, so a rename or link is atomic),
     unique per call; layout.TEMP_RE recognises leftovers of a crash."""
