@@ -130,14 +130,13 @@ class RecordWriter:
     def sink(self):
         return self._sink
 
-    def absorb(self, length: int, records: int, crc_before: int, crc_after: int) -> None:
+    def absorb(self, length: int, records: int, crc_after: int) -> None:
         """Counts `records` framed records, `length` bytes, that the caller put
-        into the (uncompressed) file itself and checked there: bytes that took
-        another shard's running CRC32C from crc_before to crc_after, as
-        write_run's (this shard's checksum moves by the same shift)."""
+        into the (uncompressed) file itself, after which the file's running
+        CRC32C is `crc_after` (the caller read them back and checked them)."""
         if self._compressor is not None:
             raise ValueError("records are put into uncompressed shards only")
-        self._crc = crc_shift.moved(crc_before, crc_after, self._crc, length)
+        self._crc = crc_after
         self.bytes_written += length
         self.records += records
 

@@ -103,23 +103,17 @@ def _pread(path: str, start: int, end: int) -> bytes:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", path)
-        data = read_fd(fd, start, end)
-        _drop_cached(fd, start, start + len(data))
-        return data
+        parts, pos = [], start
+        while pos < end:
+            got = os.pread(fd, end - pos, pos)
+            if not got:
+                break
+            parts.append(got)
+            pos += len(got)
+        _drop_cached(fd, start, pos)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
     finally:
         os.close(fd)
-
-
-def read_fd(fd: int, start: int, end: int) -> bytes:
-    """Bytes [start, end) of an open file, fewer if it is shorter."""
-    parts, pos = [], start
-    while pos < end:
-        got = os.pread(fd, end - pos, pos)
-        if not got:
-            break
-        parts.append(got)
-        pos += len(got)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _drop_cached(fd: int, start: int, end: int) -> None:
