@@ -104,8 +104,8 @@ def measured(cmd: list, what: str) -> dict:
     """The run's wall, CPU and peak memory (bench/procmon.py); with --phases,
     also where its time went (bench/fixed_cost.py's hooks: the main process's
     phases and the runner's stages)."""
-    prepare()
     run_env, folder = env(), ""
+    prepare()
     if PHASES["on"]:
         from bench.fixed_cost import HOOKS
         folder = tempfile.mkdtemp(prefix="phases-")
@@ -575,9 +575,10 @@ def _killed_and_rerun(args: list, root: str, until, what: str) -> dict:
     starts as every measured run does (prepare): else it met the disk still
     writing the previous run's 6 GB and ran ~1.5x slower than the run it is
     held to (10 of 39 shards complete at 60% of that run's wall, 2026-11-28)."""
+    run_env = env()  # before the clock, as measured() does
     prepare()
     t0 = time.perf_counter()
-    proc = subprocess.Popen(convert_cmd(*args, "--output", root), cwd=ROOT, env=env(),
+    proc = subprocess.Popen(convert_cmd(*args, "--output", root), cwd=ROOT, env=run_env,
                             start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while not until(root, time.perf_counter() - t0):
         if proc.poll() is not None:
