@@ -586,6 +586,9 @@ def _killed_and_rerun(args: list, root: str, until, what: str) -> dict:
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    # The killed run's other processes were re-parented to this one (procmon makes it a subreaper): reaped
+    # here, else the rerun's measurement finds them as zombies in its tree and counts their CPU as its own.
+    procmon._reap_orphans(5.0)
     killed_after = time.perf_counter() - t0
     kept = done_records(root)
     rerun = measured(convert_cmd(*args, "--output", root), "the rerun")
