@@ -104,7 +104,7 @@ def measured(cmd: list, what: str) -> dict:
     """The run's wall, CPU and peak memory (bench/procmon.py); with --phases,
     also where its time went (bench/fixed_cost.py's hooks: the main process's
     phases and the runner's stages)."""
-    run_env, folder = env(), ""
+    run_env, folder = env(), ""  # first: it may compile bytecode, which prepare() is to come after
     prepare()
     if PHASES["on"]:
         from bench.fixed_cost import HOOKS
@@ -572,10 +572,10 @@ def _killed_and_rerun(args: list, root: str, until, what: str) -> dict:
     """Starts the conversion, SIGKILLs its whole process group once until(root,
     elapsed seconds) holds, then reruns the same command: the kill's time, the
     shards complete at the kill and the rerun's measurement. The killed run
-    starts as every measured run does (prepare): else it met the disk still
-    writing the previous run's 6 GB and ran ~1.5x slower than the run it is
-    held to (10 of 39 shards complete at 60% of that run's wall, 2026-11-28)."""
-    run_env = env()  # before the clock, as measured() does
+    starts as every measured run does: its environment built, then prepare(),
+    then the clock (building the environment had once walked bench/data for
+    23 s inside the clock: 13 of 39 shards complete at 60% of the wall)."""
+    run_env = env()
     prepare()
     t0 = time.perf_counter()
     proc = subprocess.Popen(convert_cmd(*args, "--output", root), cwd=ROOT, env=run_env,
@@ -588,7 +588,7 @@ def _killed_and_rerun(args: list, root: str, until, what: str) -> dict:
     proc.wait()
     # The killed run's other processes were re-parented to this one (procmon makes it a subreaper): reaped
     # here, else the rerun's measurement finds them as zombies in its tree and counts their CPU as its own.
-    procmon._reap_orphans(5.0)
+    procmon.reap_orphans(5.0)
     killed_after = time.perf_counter() - t0
     kept = done_records(root)
     rerun = measured(convert_cmd(*args, "--output", root), "the rerun")

@@ -231,7 +231,7 @@ def cpu_use(samples: list, wall: float, final_cpu: Optional[float], cores: int =
     }
 
 
-def _reap_orphans(wait_s: float) -> int:
+def reap_orphans(wait_s: float) -> int:
     """Reaps re-parented descendants; waits up to wait_s for live ones."""
     reaped = 0
     deadline = time.monotonic() + wait_s
@@ -282,7 +282,7 @@ def run_measured(cmd: list, cwd: str = None, env: dict = None, interval: float =
         sys1, _ = _system_ticks()
         proc.returncode = os.waitstatus_to_exitcode(status)
         sampler.stop()
-        orphans = _reap_orphans(wait_s=10.0)
+        orphans = reap_orphans(wait_s=10.0)
     finally:
         for f in (out_f, err_f):
             if hasattr(f, "close"):
