@@ -102,3 +102,43 @@ def test_a_failing_producer_keeps_its_own_error(tmp_path):
             f.write(b"abc")
             raise KeyError("the producer's")
     assert threading.active_count() == before
+
+
+def test_work_run_behind_lands_in_order_with_the_writes(tmp_path):
+    """run_behind(fn): fn(fd) runs on the writing thread after every byte
+    written before it and before any written after it (the kernel's copy of a
+    previous version's records, write_shards.py)."""
+    src = tmp_path / "src"
+    src.write_bytes(os.urandom(3 << 20))
+    path = tmp_path / "f"
+    threads = []
+
+    def copy(fd):
+        threads.append(threading.current_thread().name)
+        with open(src, "rb") as f:
+            os.copy_file_range(f.fileno(), fd, 3 << 20, 0)
+
+    with WriteBehind(str(path)) as f:
+        f.write(b"a" * 1000)
+        f.run_behind(copy)
+        f.write(b"b" * (2 << 20))
+    assert path.read_bytes() == b"a" * 1000 + src.read_bytes() + b"b" * (2 << 20)
+    assert threads == ["tfrecords-write-behind"]
+
+
+def test_what_work_run_behind_raises_reaches_the_producer_and_stops_the_writes(tmp_path):
+    path = tmp_path / "f"
+
+    def fails(fd):
+        raise LookupError("not the bytes recorded")
+
+    f = WriteBehind(str(path))
+    f.write(b"a" * 10)
+    f.run_behind(fails)
+    with pytest.raises(LookupError, match="not the bytes recorded"):
+        try:
+            for _ in range(100):  # the thread meets the error; a later write or the close raises it
+                f.write(b"x" * (256 << 10))
+        finally:
+            f.close()
+    assert path.read_bytes() == b"a" * 10  # nothing after the failure was written
