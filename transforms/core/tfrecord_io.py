@@ -130,17 +130,13 @@ class RecordWriter:
     def sink(self):
         return self._sink
 
-    def put_behind(self, put, length: int, records: int, crc_before: int, crc_after: int) -> None:
-        """Counts `records` framed records, `length` bytes, that `put(fd)`
-        puts into the (uncompressed) file at this point, on the sink's
-        writing thread (WriteBehind.run_behind: the kernel's copy from another
-        shard, where they took its running CRC32C from crc_before to
-        crc_after): the checksum moves as in write_run. `put` checks what it
-        put, and raises if it is not those bytes."""
+    def absorb(self, length: int, records: int, crc_after: int) -> None:
+        """Counts `records` framed records, `length` bytes, that the caller put
+        into the (uncompressed) file itself, after which the file's running
+        CRC32C is `crc_after` (the caller read them back and checked them)."""
         if self._compressor is not None:
             raise ValueError("records are put into uncompressed shards only")
-        self._crc = crc_shift.moved(crc_before, crc_after, self._crc, length)
-        self._sink.run_behind(put)
+        self._crc = crc_after
         self.bytes_written += length
         self.records += records
 

@@ -27,11 +27,8 @@ version's shard, records back to back in one piece (provenance.plan_units),
 and checked: a run whole by one CRC pass (provenance.run_problem), else each
 record on its own (provenance.check_framed); one that fails is read from its
 source instead. From a local previous version into a local shard the kernel
-copies a run (copy_file_range) on the shard's writing thread
-(write_behind.py), in order with the other writes, while this thread reads
-and checks the new images; the run is checked there as this shard then
-holds it, and if it is not the bytes recorded (or cannot be copied), the
-shard is written again the other way: elsewhere the run is read, checked,
+copies a run (copy_file_range) and the run is checked as this shard then
+holds it, and cut off again if it fails; elsewhere the run is read, checked,
 then written. A reject the previous version decided from the file's bytes
 is carried. With --versioned, each shard's provenance file (what a later
 version needs to do the same) is written beside it.
@@ -49,9 +46,7 @@ Output: ShardResult; rejects [Reject]; quality [quality.Row] per shard (with qua
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
-import functools
 import hashlib
 import logging
 import operator
@@ -233,14 +228,7 @@ class _WriteShardFn(beam.DoFn):
                     yield beam.pvalue.TaggedOutput(STATS, (counted, n))
                 yield result
                 return
-        try:
-            # Materialized: a shard written again (_Redo) must emit nothing of its first attempt.
-            outputs = list(self._write(split, index, num_shards, name, where, recs, label_map, behind=True))
-        except _Redo as e:
-            log.info("shard %s is written again without the kernel's copy: %s", name, e)
-            self._kernel_copy = self._kernel_copy and not e.unsupported
-            outputs = self._write(split, index, num_shards, name, where, recs, label_map, behind=False)
-        yield from outputs
+        yield from self._write(split, index, num_shards, name, where, recs, label_map)
 
     def _done_names(self, where: str) -> bool:
         """Whether the resume area holds done-records, listed once per
@@ -249,7 +237,7 @@ class _WriteShardFn(beam.DoFn):
             self._done = {n for n in fsutil.list_dir(where) if n.endswith(resume.DONE_SUFFIX)}
         return bool(self._done)
 
-    def _write(self, split, index, num_shards, name, where, recs, label_map, behind: bool):
+    def _write(self, split, index, num_shards, name, where, recs, label_map):
         temp = fsutil.join(where, f"{name}.{uuid.uuid4().hex}")
         label_counts = collections.Counter()
         index_lines: list = []
@@ -269,22 +257,21 @@ class _WriteShardFn(beam.DoFn):
             self._pool = make_pool(policy.reads, recs[0].path)
         prev = self._reuse.previous
         # A local previous version: a gap costs a read of its own nothing, so copy units are runs of records back
-        # to back; and each is copied from this thread (by the kernel where it can: _copy_behind), not from the
-        # read-ahead threads, which read and validate new images meanwhile.
+        # to back; and each is copied on this thread (by the kernel where it can: _copy_in_kernel), the read-ahead
+        # threads reading and validating new images meanwhile.
         self._copy_here = prev is not None and fsutil.is_local(prev.folder)
-        behind = behind and self._copy_here and self._kernel_copy and fsutil.is_local(temp) \
+        kernel_copy = self._copy_here and self._kernel_copy and fsutil.is_local(temp) \
             and self._output_format is OutputFormat.TFRECORD and self._compression is Compression.NONE
         units = provenance.plan_units(recs, max_gap=0 if self._copy_here else provenance.MAX_GAP)
         cums = entries is not None  # the new shard's running CRC at each record: for the provenance
-        behind_cums = [] if cums else None  # those of the records the writing thread copies (_copy_behind)
-        with _removed_on_redo(temp), shard_writer(temp, self._output_format, self._compression) as writer:
+        with shard_writer(temp, self._output_format, self._compression) as writer:
             for _, got in read_ahead(units, self._fetch, in_flight, self._pool):
                 if got.error is not None:
                     raise got.error  # a bug or a store that stopped answering: the bundle fails
                 items = got.value
                 if items and items[0][0] == "later":
                     unit = items[0][2]
-                    items = (behind and self._copy_behind(unit, writer, behind_cums)) or self._copy(unit)
+                    items = (kernel_copy and self._copy_in_kernel(unit, writer)) or self._copy(unit)
                 for how, rec, item in items:
                     if how in ("run", "placed"):  # records copied whole, checked by one CRC pass
                         placed = item if how == "placed" else _write_run(writer, item, cums)
@@ -344,8 +331,6 @@ class _WriteShardFn(beam.DoFn):
                         index_lines.append(b"%d %d\n" % (before, writer.bytes_written - before))
             crc = writer.close()
         provenance.flush_written(split, waiting, rows, entries)
-        if behind_cums:  # now that the writing thread is done: in shard order, as its copies were
-            entries = _with_cums(entries, behind_cums)
         index_temp, index_data = self._side_file(where, layout.index_name(name), b"".join(index_lines)) \
             if self._index_files else ("", b"")
         prov_temp, prov_data = ("", b"")
@@ -426,32 +411,50 @@ class _WriteShardFn(beam.DoFn):
                 out += self._one_by_one(piece, data, unit.start, prev)
         return out
 
-    def _copy_behind(self, unit: provenance.Unit, writer, cums: Optional[list]) -> list:
-        """A COPY unit (records back to back in a local previous shard) handed
-        to the shard's writing thread, to be put into this shard by the kernel
-        (copy_file_range: the bytes never pass through this process) and
-        checked there as this shard then holds it (_copy_and_check): where
-        they are not the bytes recorded, the shard is written again (_Redo).
-        [("placed", None, [(record, where)])], where each record will be,
-        its running CRCs left None: the writing thread appends them to `cums`
-        (for the provenance) as it checks the records. [] for a unit whose
-        records do not lie back to back."""
-        recs, prev = unit.recs, self._reuse.previous
-        first, last = recs[0].prev, recs[-1].prev
-        if (unit.start, unit.end) != (first[2], last[2] + last[3]) or any(
-                a.prev[2] + a.prev[3] != b.prev[2] for a, b in zip(recs, recs[1:])):
+    def _copy_in_kernel(self, unit: provenance.Unit, writer) -> list:
+        """A COPY unit (records back to back in a local previous shard) put
+        into this shard by the kernel (copy_file_range: the bytes never pass
+        through this process, nor through a second page of memory), then read
+        back from this shard and checked like a run read first
+        (provenance.run_problem): what is checked is what this shard holds.
+        [("placed", None, [(record, where)])] if whole and sound; [] where it
+        is not (this shard is cut back to before it, and the unit goes the
+        read-and-check way, record by record where needed) or where the
+        kernel cannot copy (from then on, nothing is copied this way)."""
+        prev = self._reuse.previous
+        sink = writer.sink
+        sink.flush()  # the writes handed over come first
+        fd, at, crc = sink.fileno(), writer.bytes_written, writer.crc
+        try:
+            copied = previous.copy_range(prev.folder, unit.shard, unit.start, unit.end, fd)
+        except previous.CopyUnsupported:
+            self._kernel_copy = False
             return []
-        length, at, crc = unit.end - unit.start, writer.bytes_written, writer.crc
-        placed = []
-        for rec in recs:
-            placed.append((rec, (at, rec.prev[3], rec.prev[4], None, None)))
-            at += rec.prev[3]
-        checks = [(rec.prev[3], provenance.filename_needle(self._keys, rec.rel)) for rec in recs]
-        # The bytes take this shard's CRC from `crc` to this exactly when they take the previous shard's from first[6]
-        # to last[7] (crc_shift: the difference of two starts moves by a shift).
-        expected = crc_shift.moved(first[6], last[7], crc, length)
-        writer.put_behind(functools.partial(_copy_and_check, prev.folder, unit.shard, unit.start, unit.end, checks,
-                                            crc, expected, cums), length, len(recs), first[6], last[7])
+        except OSError:
+            copied = -1  # gone or unreadable: _copy says so and reads the records from their sources
+        # Record by record rather than provenance.run_problem over the whole run: each record is checksummed while
+        # it is in the cache, and its running CRC (for the provenance) comes from its bytes. The whole run read back
+        # at once and checked by run_problem, with the CRCs derived by shifts, gave the same wall for 1-2 CPU s more at
+        # 50,000 images (the write stage 13.7-14.6 CPU s against 12.5-13.0, medians of 3-4 alternating runs, 2026-11-28).
+        placed, pos, problem = [], at, copied != unit.end - unit.start
+        for rec in () if problem else unit.recs:
+            length = rec.prev[3]
+            data = os.pread(fd, length, pos)
+            needle = provenance.filename_needle(self._keys, rec.rel)
+            if len(data) != length or (needle and data.rfind(needle, 12, length - 4) < 0):
+                problem = True
+                break
+            before, crc = crc, google_crc32c.extend(crc, data)
+            placed.append((rec, (pos, length, rec.prev[4], before, crc)))
+            pos += length
+        first, last = unit.recs[0].prev, unit.recs[-1].prev
+        # The bytes took this shard's CRC from `at`'s to `crc` exactly when they take the previous shard's from
+        # first[6] to last[7] (crc_shift: the difference of two starts moves by a shift).
+        if problem or crc != last[7] ^ crc_shift.shift(writer.crc ^ first[6], pos - at):
+            os.ftruncate(fd, at)
+            os.lseek(fd, at, os.SEEK_SET)
+            return []
+        writer.absorb(pos - at, len(placed), crc)
         return [("placed", None, placed)]
 
     def _one_by_one(self, recs: tuple, data: bytes, data_start: int, prev) -> list:
@@ -519,73 +522,6 @@ def _write_run(writer, run: tuple, cums: bool) -> list:
         else:
             out.append((rec, (at + pos, p[3], p[4], 0, 0)))
     return out
-
-
-def _with_cums(entries: list, cums: list) -> list:
-    """The entries whose running CRCs were left None (_copy_behind), given
-    theirs from `cums`, in order."""
-    fill = iter(cums)
-    out = []
-    for e in entries:
-        if e.crc_before is None:
-            before, after = next(fill)
-            e = e._replace(crc_before=before, crc_after=after)
-        out.append(e)
-    return out
-
-
-class _Redo(Exception):
-    """A run put into a shard by the kernel is not the bytes recorded, or
-    could not be copied (`unsupported`: the kernel cannot copy between these
-    files): the shard is written again, its runs read and checked here."""
-
-    def __init__(self, why: str, unsupported: bool = False):
-        super().__init__(why)
-        self.unsupported = unsupported
-
-
-def _copy_and_check(folder: str, shard: str, start: int, end: int, checks: list, crc: int, expected: int,
-                    cums: Optional[list], fd: int) -> None:
-    """On the shard's writing thread (write_behind.run_behind): bytes [start,
-    end) of the previous shard appended to the file `fd` by the kernel, then
-    read back as the file holds them and checked: every record's length and
-    file name (`checks`: (framed length, filename_needle)), and the file's
-    running CRC32C, from `crc` before them to `expected` after them; _Redo
-    if any is not as recorded. Record by record rather than in one read: each
-    is checksummed while it is in the cache, and no second copy of the run is
-    in memory. Each record's running CRCs (before, after) are appended to
-    `cums` (the provenance's; None: not needed)."""
-    at = os.lseek(fd, 0, os.SEEK_CUR)
-    try:
-        copied = previous.copy_range(folder, shard, start, end, fd)
-    except previous.CopyUnsupported as e:
-        raise _Redo(f"{shard}: {e}", unsupported=True) from None
-    except OSError as e:  # gone or unreadable: written again, _copy says so and reads its records from their sources
-        raise _Redo(f"{shard} cannot be read: {type(e).__name__}: {e}"[:300]) from None
-    if copied != end - start:
-        raise _Redo(f"{shard} holds {copied} of the {end - start} bytes at {start}")
-    pos, got = at, []
-    for length, needle in checks:
-        data = os.pread(fd, length, pos)
-        if len(data) != length or (needle and data.rfind(needle, 12, length - 4) < 0):
-            raise _Redo(f"the record at {start + pos - at} in {shard} is not the one recorded")
-        before, crc = crc, google_crc32c.extend(crc, data)
-        got.append((before, crc))
-        pos += length
-    if crc != expected:
-        raise _Redo(f"bytes {start}-{end} of {shard} are not those recorded (CRC32C)")
-    if cums is not None:
-        cums.extend(got)
-
-
-@contextlib.contextmanager
-def _removed_on_redo(temp: str):
-    """A shard file given up for _Redo is removed (it is written again under another name)."""
-    try:
-        yield
-    except _Redo:
-        fsutil.delete([temp])
-        raise
 
 
 class WriteShards(beam.PTransform):

@@ -70,27 +70,13 @@ class WriteBehind:
             pieces, units = item
             try:
                 if self._error is None:  # after an error the rest is dropped; the producer raises it
-                    if callable(pieces):
-                        pieces(self._fd)
-                    else:
-                        _write_all(self._fd, pieces)
+                    _write_all(self._fd, pieces)
             except BaseException as e:  # noqa: BLE001 (handed to the producer)
                 self._error = e
             finally:
                 for _ in range(units):
                     self._room.release()
                 self._queue.task_done()
-
-    def run_behind(self, fn) -> None:
-        """fn(fd) run on the writing thread, in order with the writes (at the
-        file's position): for bytes put into the file without passing through
-        this process (the kernel's copy), so that the producer goes on
-        meanwhile. What fn raises is the file's error (raised by the next
-        write(), flush() or close()), and what follows it is dropped."""
-        if self._error is not None:
-            raise self._error
-        self._hand_over()
-        self._queue.put((fn, 0))
 
     def flush(self) -> None:
         """Returns once every byte written so far is in the file (raises a
