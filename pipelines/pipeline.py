@@ -12,9 +12,11 @@ of ListInputs and AssignLabels: each record carries its objects, and the
 label map is the annotations' categories.
 
 An incremental version (--versioned, with a previous version to copy from)
-adds MatchPrevious after Split: records whose file and metadata are those
-the previous version recorded are copied from its shards by WriteShards, not
-read (or validated) again.
+matches the records with the previous version's provenance: records whose
+file and metadata are those the previous version recorded are copied from
+its shards by WriteShards, not read (or validated) again. With one read per
+image the match happens in PlanShards' grouping by bucket (match_in_plan);
+with two, MatchPrevious after Split, so that validation skips those records.
 
 PrepareRecords and WriteDataset are also what a Beam user applies in a
 pipeline of their own (tfrecord_pipelines/ptransforms.py: ToRecords is
@@ -86,7 +88,7 @@ class PrepareRecords(beam.PTransform):
                 beam.pvalue.AsSingleton(fp))
         valid_rejects = None
         more_stats = []
-        if out.previous is not None and not out.check_only:  # an incremental version
+        if out.previous is not None and not out.check_only and not match_in_plan(cfg):  # an incremental version
             matched = records | "MatchPrevious" >> MatchPrevious(match_spec(cfg, spill_dir))
             # [Rec, those taken from the previous version with Rec.prev]; stats: unchanged, new, changed, removed
             records = matched[RECORDS]
@@ -134,7 +136,8 @@ class WriteDataset(beam.PTransform):
     def expand(self, prepared):
         cfg, out, spill_dir = self._cfg, self._cfg.output, self._spill_dir
         staging = layout.staging_dir(out.output, out.run_id)
-        planned = prepared[RECORDS] | "PlanShards" >> PlanShards(cfg.shards, spill_dir)
+        planned = prepared[RECORDS] | "PlanShards" >> PlanShards(
+            cfg.shards, spill_dir, match_spec(cfg, spill_dir) if match_in_plan(cfg) else None)
         if self._progress_dir:  # the progress bar's total: what the plans will write
             progress_dir = self._progress_dir
             _ = planned["plans"] | "ExpectWrite" >> beam.Map(
@@ -150,6 +153,8 @@ class WriteDataset(beam.PTransform):
                            cfg.max_reject_fraction, allow_empty=cfg.allow_empty, allow_shrink=cfg.allow_shrink,
                            shard_options=cfg.fingerprint_options())
         stats = prepared[STATS]
+        if STATS in planned:  # match_in_plan: unchanged, new, changed, removed
+            stats = (stats, planned[STATS]) | "MatchStats" >> beam.Flatten()
         if cfg.detection is not None:
             stats = (stats, written[STATS]) | "BoxStats" >> beam.Flatten()
         results = {"shards": written["shards"], "rejects": rejects, "stats": stats,
@@ -187,6 +192,16 @@ def read_once(cfg: ConvertConfig) -> bool:
     """Each image read once, validated as its shard is written (a check
     validates first, like two reads)."""
     return cfg.images.reads.once and not cfg.output.check_only
+
+
+def match_in_plan(cfg: ConvertConfig) -> bool:
+    """An incremental version's records matched with the previous version's
+    inside PlanShards' grouping by bucket: nothing between the split and the
+    plan needs the match (two reads validate first, and skip the images to
+    copy; duplicates before writing use their recorded hashes)."""
+    out = cfg.output
+    return out.previous is not None and not out.check_only and read_once(cfg) \
+        and not cfg.quality.dedup_before_writing
 
 
 def options_digest(cfg: ConvertConfig) -> str:

@@ -119,6 +119,11 @@ def match(recs: list, entries: list, after_ns: int) -> tuple:
     return out, counts
 
 
+def stats(counts: collections.Counter) -> list:
+    """match's counts as STATS elements."""
+    return [beam.pvalue.TaggedOutput(STATS, ("incremental/" + what, n)) for what, n in sorted(counts.items()) if n]
+
+
 class _MatchFn(beam.DoFn):
     def __init__(self, after_ns: int):
         self._after_ns = after_ns
@@ -131,9 +136,7 @@ class _MatchFn(beam.DoFn):
         out, counts = match(recs, entries, self._after_ns)
         if out:
             yield out
-        for what, n in sorted(counts.items()):
-            if n:
-                yield beam.pvalue.TaggedOutput(STATS, ("incremental/" + what, n))
+        yield from stats(counts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,19 +148,46 @@ class MatchSpec:
     spill_dir: str = ""            # a local run's spill folder (transforms/storage/spill.py)
 
 
+class PreviousEntries(beam.PTransform):
+    """The previous version's provenance entries, read in parallel (a shard
+    each), keyed like the records: ((split, bucket), (ENTRIES, [entry rows]
+    packed or spilled)); STATS: records of damaged provenance files. Applied
+    to the pipeline. PlanShards takes them into its own grouping by bucket
+    when nothing between the split and the plan needs the match
+    (pipelines/pipeline.py match_in_plan): one grouping of every record fewer."""
+
+    def __init__(self, spec: MatchSpec):
+        super().__init__()
+        self._spec = spec
+
+    def expand(self, pipeline):
+        spec = self._spec
+        return (pipeline
+                | "PreviousShards" >> beam.Create(list(spec.previous.shards))
+                | "Spread" >> beam.Reshuffle()
+                | "ReadProvenance" >> beam.ParDo(_ReadProvenanceFn(spec.previous, spec.seed, spec.timeout,
+                                                                   spec.spill_dir)).with_outputs(STATS, main="e"))
+
+
+def is_entries(value) -> bool:
+    """Whether a value grouped by bucket is PreviousEntries' (else the records')."""
+    return value[0] == ENTRIES
+
+
+def entries_of(values) -> list:
+    """The entry rows of PreviousEntries' values."""
+    return [row for v in values for row in spill.load(v[1])]
+
+
 class MatchPrevious(beam.PTransform):
     def __init__(self, spec: MatchSpec):
         super().__init__()
-        self._prev, self._seed, self._timeout, self._spill_dir = spec.previous, spec.seed, spec.timeout, spec.spill_dir
+        self._spec = spec
 
     def expand(self, batches):
-        prev = self._prev
-        entries = (batches.pipeline
-                   | "PreviousShards" >> beam.Create(list(prev.shards))
-                   | "Spread" >> beam.Reshuffle()
-                   | "ReadProvenance" >> beam.ParDo(_ReadProvenanceFn(prev, self._seed, self._timeout,
-                                                                      self._spill_dir)).with_outputs(STATS, main="e"))
-        recs = batches | "ByBucket" >> beam.ParDo(_RecordsByBucketFn(self._spill_dir))
+        prev = self._spec.previous
+        entries = batches.pipeline | "Previous" >> PreviousEntries(self._spec)
+        recs = batches | "ByBucket" >> beam.ParDo(_RecordsByBucketFn(self._spec.spill_dir))
         matched = ((entries["e"], recs) | "Both" >> beam.Flatten()
                    | "Group" >> beam.GroupByKey()
                    | "Match" >> beam.ParDo(_MatchFn(prev.after_ns)).with_outputs(STATS, main=RECORDS))

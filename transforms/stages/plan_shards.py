@@ -1,6 +1,13 @@
 """Stage PlanShards: the deterministic shuffle and the shard of every record
 (see transforms/core/sharding.py). Only metadata is grouped here.
 
+With `previous` (an incremental version whose records go straight from the
+split to the plan: pipelines/pipeline.py match_in_plan), the previous
+version's provenance entries join the records' grouping by bucket, and each
+bucket's records are matched there (match_previous.match) before they are
+ordered: MatchPrevious' own grouping of every record is not needed. The
+plan is the same: it counts the listed sizes, which a matched record keeps.
+
 Input:  [Rec, ...] batches of records with split and key (validated, or
         listed with their sizes when WriteShards validates)
 Output: shards  ((split, index, num_shards), [packed [(position, Rec), ...], ...]),
@@ -8,19 +15,21 @@ Output: shards  ((split, index, num_shards), [packed [(position, Rec), ...], ...
                 batches are records.pack()ed bytes (see there), or on a
                 local run references to spill files (transforms/storage/spill.py)
         plans   a singleton {split: SplitPlan}
+        stats   with `previous`: match_previous' ("incremental/<what>", n)
 """
 from __future__ import annotations
 
 import contextlib
 import itertools
 import operator
-from typing import Iterable
+from typing import Iterable, Optional
 
 import apache_beam as beam
 
 from tfrecord_pipelines.transforms.core import sharding
 from tfrecord_pipelines.transforms.core.records import pack
-from tfrecord_pipelines.transforms.core.specs import ShardSpec
+from tfrecord_pipelines.transforms.core.specs import STATS, ShardSpec
+from tfrecord_pipelines.transforms.stages import match_previous
 from tfrecord_pipelines.transforms.storage import spill
 
 
@@ -73,14 +82,28 @@ def _sum_pairs(pairs: Iterable[tuple]) -> tuple:
 _KEY_ORDER = operator.attrgetter("key", "rel")  # shuffle order: the key, then the path for a tie
 
 
-def _assign(element: tuple, plans: dict, spill_dir: str = "") -> list:
+def _assign(element: tuple, plans: dict, spill_dir: str = "", after_ns: Optional[int] = None) -> list:
+    """A bucket's records in shuffle order, by shard; `after_ns` (not None):
+    matched first with the previous version's entries grouped with them, and
+    the match's counts emitted as STATS."""
     (split, bucket), groups = element
-    recs = sorted(itertools.chain.from_iterable(spill.load(packed) for _, _, packed in groups),
-                  key=_KEY_ORDER)
+    out = []
+    if after_ns is None:
+        recs = list(itertools.chain.from_iterable(spill.load(packed) for _, _, packed in groups))
+    else:
+        groups = list(groups)
+        recs = list(itertools.chain.from_iterable(spill.load(v[2]) for v in groups
+                                                  if not match_previous.is_entries(v)))
+        entries = match_previous.entries_of(v for v in groups if match_previous.is_entries(v))
+        recs, counts = match_previous.match(recs, entries, after_ns)
+        out += match_previous.stats(counts)
+    if not recs:  # a bucket of removed records only (whose split may be gone)
+        return out
+    recs.sort(key=_KEY_ORDER)
     plan = plans[split]
     with _packer(spill_dir) as put:
-        return [((split, shard, plan.num_shards), put(items))
-                for shard, items in sharding.assign_shards(split, bucket, recs, plan).items()]
+        return out + [((split, shard, plan.num_shards), put(items))
+                      for shard, items in sharding.assign_shards(split, bucket, recs, plan).items()]
 
 
 def _every_shard(plans: dict) -> list:
@@ -88,12 +111,14 @@ def _every_shard(plans: dict) -> list:
 
 
 class PlanShards(beam.PTransform):
-    """`spill_dir`: a local run's spill folder (records wait there, not in the runner)."""
+    """`spill_dir`: a local run's spill folder (records wait there, not in the
+    runner); `previous`: the records are matched with that version's here."""
 
-    def __init__(self, spec: ShardSpec, spill_dir: str = ""):
+    def __init__(self, spec: ShardSpec, spill_dir: str = "", previous: Optional[match_previous.MatchSpec] = None):
         super().__init__()
         self._spec = spec
         self._spill_dir = spill_dir
+        self._previous = previous
 
     def expand(self, batches):
         keyed = batches | "ByBucket" >> beam.ParDo(_ByBucketFn(self._spill_dir))
@@ -102,9 +127,16 @@ class PlanShards(beam.PTransform):
                  | "SumBuckets" >> beam.CombinePerKey(_sum_pairs)
                  | "AllBuckets" >> beam.combiners.ToDict()
                  | "Plans" >> beam.Map(sharding.make_plans, self._spec))
-        assigned = (keyed
+        grouped, after_ns, out = keyed, None, {}
+        if self._previous is not None:
+            prev = batches.pipeline | "Previous" >> match_previous.PreviousEntries(self._previous)
+            grouped, after_ns = (keyed, prev["e"]) | "WithPrevious" >> beam.Flatten(), self._previous.previous.after_ns
+        assigned = (grouped
                     | "GroupBuckets" >> beam.GroupByKey()
-                    | "SortAndAssign" >> beam.FlatMap(_assign, beam.pvalue.AsSingleton(plans), self._spill_dir))
+                    | "SortAndAssign" >> beam.FlatMap(_assign, beam.pvalue.AsSingleton(plans), self._spill_dir,
+                                                      after_ns).with_outputs(STATS, main="shards"))
+        if self._previous is not None:
+            out[STATS] = (prev[STATS], assigned[STATS]) | "MatchStats" >> beam.Flatten()
         every = plans | "EveryShard" >> beam.FlatMap(_every_shard)
-        shards = (assigned, every) | "AllShards" >> beam.Flatten() | "GroupShards" >> beam.GroupByKey()
-        return {"shards": shards, "plans": plans}
+        shards = (assigned["shards"], every) | "AllShards" >> beam.Flatten() | "GroupShards" >> beam.GroupByKey()
+        return {"shards": shards, "plans": plans, **out}
