@@ -14,10 +14,14 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tfrecord_pipelines.transforms.core import provenance
 from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec
+from tfrecord_pipelines.transforms.core import sharding
 from tfrecord_pipelines.transforms.core.sharding import shuffle_key
 from tfrecord_pipelines.transforms.core.specs import RECORDS, STATS
 from tfrecord_pipelines.transforms.core.tfrecord_io import crc32c_text
-from tfrecord_pipelines.transforms.stages.match_previous import MatchPrevious, MatchSpec
+from tfrecord_pipelines.transforms.core.specs import ShardSpec
+from tfrecord_pipelines.transforms.stages.match_previous import MatchPrevious, MatchSpec, PreviousEntries, entries_of
+from tfrecord_pipelines.transforms.stages.plan_shards import PlanShards
+from tfrecord_pipelines.transforms.storage import spill
 
 SEED = 5
 SHA = "ab" * 32
@@ -50,7 +54,10 @@ def _entry(rec, offset, length=100):
                             crc_before=offset // 100, crc_after=offset // 100 + 1)
 
 
-def test_unchanged_records_carry_the_previous_copy_and_the_rest_are_counted(tmp_path):
+def _scenario(tmp_path) -> tuple:
+    """(previous version, the records listed now, the previous shards): one
+    record of each kind (unchanged, relabelled, touched, a carried reject,
+    new, in a damaged provenance file) and one removed."""
     folder = str(tmp_path / "v1")
     same = _rec("cat/same.jpg", _stamp(100))
     relabelled = _rec("cat/relabelled.jpg", _stamp(200))
@@ -66,19 +73,59 @@ def test_unchanged_records_carry_the_previous_copy_and_the_rest_are_counted(tmp_
     prev = provenance.PreviousVersion("v1", folder, listed_at_ns=10**18, shards=shards)
     now = [same, relabelled._replace(label_text="dog", label_id=1), touched._replace(stamp=_stamp(300, 2)),
            refused, _rec("cat/new.jpg", _stamp(10)), in_damaged]
+    return prev, now, shards
+
+
+def _expected_prev(shards) -> list:
+    same = _rec("cat/same.jpg", _stamp(100))
+    return [("cat/same.jpg", (provenance.COPY, shards[0].name, 0, 100, 7, SHA, 0, 1, provenance.record_digest(same))),
+            ("cat/relabelled.jpg", ()), ("cat/touched.jpg", ()),
+            ("cat/refused.jpg", (provenance.REJECT, Reason.NOT_AN_IMAGE.value, "not an image file")),
+            ("cat/new.jpg", ()), ("dog/in_damaged.jpg", ())]
+
+
+EXPECTED_STATS = [("incremental/unchanged", 2), ("incremental/changed", 2), ("incremental/new", 2),
+                  ("incremental/removed", 1), ("incremental/damaged", 1)]
+
+
+def test_unchanged_records_carry_the_previous_copy_and_the_rest_are_counted(tmp_path):
+    prev, now, shards = _scenario(tmp_path)
     with TestPipeline() as p:
         out = p | beam.Create([Batch(now[:3]), Batch(now[3:])]) | MatchPrevious(MatchSpec(prev, SEED))
         assert_that(out[RECORDS] | "Prev" >> beam.FlatMap(lambda b: [(r.rel, r.prev) for r in b]),
-                    equal_to([("cat/same.jpg", (provenance.COPY, shards[0].name, 0, 100, 7, SHA, 0, 1,
-                                                         provenance.record_digest(same))),
-                              ("cat/relabelled.jpg", ()), ("cat/touched.jpg", ()),
-                              ("cat/refused.jpg", (provenance.REJECT, Reason.NOT_AN_IMAGE.value,
-                                                   "not an image file")),
-                              ("cat/new.jpg", ()), ("dog/in_damaged.jpg", ())]))
+                    equal_to(_expected_prev(shards)))
         # What planning and the quality checks need of a copied record comes from the provenance.
         assert_that(out[RECORDS] | "Copied" >> beam.FlatMap(
             lambda b: [(r.size, r.width, r.height, r.phash) for r in b if r.prev and r.prev[0] == provenance.COPY]),
             equal_to([(100, 24, 16, 42)]), label="copied")
-        assert_that(out[STATS] | beam.CombinePerKey(sum),
-                    equal_to([("incremental/unchanged", 2), ("incremental/changed", 2), ("incremental/new", 2),
-                              ("incremental/removed", 1), ("incremental/damaged", 1)]), label="stats")
+        assert_that(out[STATS] | beam.CombinePerKey(sum), equal_to(EXPECTED_STATS), label="stats")
+
+
+def test_previous_entries_are_keyed_like_the_records_and_a_damaged_file_is_counted(tmp_path):
+    prev, now, shards = _scenario(tmp_path)
+    with TestPipeline() as p:
+        out = p | PreviousEntries(MatchSpec(prev, SEED))
+        # One value per (split, bucket) group of a shard; the damaged file gives none, and counts its records.
+        got = out["e"] | beam.MapTuple(lambda key, v: sorted((key, row[0], row[1]) for row in entries_of([v])))
+        want = [((shards[0].split, sharding.bucket_of(shuffle_key(SEED, rel))), shards[0].name, rel)
+                for rel in ("cat/same.jpg", "cat/relabelled.jpg", "cat/touched.jpg", "cat/gone.jpg",
+                            "cat/refused.jpg")]
+        assert_that(got | beam.FlatMap(lambda rows: rows), equal_to(want))
+        assert_that(out[STATS], equal_to([("incremental/damaged", 1)]), label="stats")
+
+
+def test_plan_shards_matches_with_the_previous_version_as_match_previous_does(tmp_path):
+    """PlanShards with `previous` (pipelines/pipeline.py match_in_plan): the
+    records it plans carry what MatchPrevious would have given them, and the
+    counts are the same; the plan itself is the one of the records alone."""
+    prev, now, shards = _scenario(tmp_path)
+    for spill_dir in ("", str(tmp_path / "spill")):
+        with TestPipeline() as p:
+            out = p | beam.Create([Batch(now[:3]), Batch(now[3:])]) | PlanShards(
+                ShardSpec(num_shards=(("*", 2),)), spill_dir, MatchSpec(prev, SEED, spill_dir=spill_dir))
+            planned = out["shards"] | beam.FlatMapTuple(
+                lambda k, groups: [(r.rel, r.prev) for g in groups for _, r in spill.load(g)])
+            assert_that(planned, equal_to(_expected_prev(shards)))
+            assert_that(out[STATS] | beam.CombinePerKey(sum), equal_to(EXPECTED_STATS), label="stats")
+            assert_that(out["plans"] | beam.Map(lambda plans: plans["train"].count), equal_to([len(now)]),
+                        label="plan")
