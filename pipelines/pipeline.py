@@ -196,9 +196,10 @@ def read_once(cfg: ConvertConfig) -> bool:
 
 def match_in_plan(cfg: ConvertConfig) -> bool:
     """An incremental version's records matched with the previous version's
-    inside PlanShards' grouping by bucket: nothing between the split and the
-    plan needs the match (two reads validate first, and skip the images to
-    copy; duplicates before writing use their recorded hashes)."""
+    inside PlanShards' grouping by bucket, where nothing between the split
+    and the plan needs the match: not with two reads (validation skips the
+    records to copy) nor with --duplicates keep_one|reject (which takes a
+    copied record's file hash from the provenance)."""
     out = cfg.output
     return out.previous is not None and not out.check_only and read_once(cfg) \
         and not cfg.quality.dedup_before_writing
