@@ -87,13 +87,9 @@ def _assign(element: tuple, plans: dict, spill_dir: str = "", after_ns: Optional
     matched first with the previous version's entries grouped with them, and
     the match's counts emitted as STATS."""
     (split, bucket), groups = element
-    out = []
-    if after_ns is None:
-        recs = list(itertools.chain.from_iterable(spill.load(packed) for _, _, packed in groups))
-    else:
-        groups = list(groups)
-        recs = list(itertools.chain.from_iterable(spill.load(v[2]) for v in groups
-                                                  if not match_previous.is_entries(v)))
+    groups, out = list(groups), []
+    recs = list(itertools.chain.from_iterable(spill.load(v[2]) for v in groups if not match_previous.is_entries(v)))
+    if after_ns is not None:
         entries = match_previous.entries_of(v for v in groups if match_previous.is_entries(v))
         recs, counts = match_previous.match(recs, entries, after_ns)
         out += match_previous.stats(counts)
