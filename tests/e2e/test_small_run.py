@@ -16,7 +16,7 @@ from conftest import ROOT, convert, image_bytes, make_tree, shard_files, write
 # What a run on local files must never import (TensorFlow, the old chart library,
 # tfx-bsl, and the connectors lean_beam keeps out).
 NEVER = ("tensorflow", "matplotlib", "tfx_bsl", "pandas", "pymongo", "google.cloud.bigquery",
-         "google.cloud.dataflow", "apache_beam.io.gcp.gcsfilesystem")
+         "google.cloud.dataflow", "apache_beam.io.gcp.gcsfilesystem", "httplib2", "pyparsing", "yaml")
 VOLATILE = ("run_id", "created", "report")
 
 
@@ -136,7 +136,7 @@ def test_the_command_imports_beam_lean_and_writes_the_same_bytes(small, tmp_path
         runs[name] = (outputs(out), heavy)
     assert runs["lean"][0] == runs["whole"][0]
     assert runs["lean"][1] == []                       # no TensorFlow, no matplotlib, no unused connectors
-    assert "pandas" in runs["whole"][1]                # what a whole import of Beam brings
+    assert "pandas" in runs["whole"][1] and "httplib2" in runs["whole"][1]  # what a whole import of Beam brings
     assert "tensorflow" not in runs["whole"][1] and "matplotlib" not in runs["whole"][1]
     report = open(os.path.join(tmp_path, "lean", "report.html"), encoding="utf-8").read()
     assert report.count('class="chart"') == 3 and "data:image/svg+xml;base64," in report
@@ -148,11 +148,18 @@ def test_lean_import_leaves_every_module_importable_afterwards():
             "lean_beam.import_lean()\n"
             "import apache_beam\n"
             f"assert not [m for m in {lean_beam_unused()!r} if sys.modules.get(m) is not None]\n"
+            "assert not [m for m in ('httplib2', 'pyparsing', 'yaml') if m in sys.modules]\n"
             "import pandas, pyarrow\n"                               # importable again: e.g. for tfx-bsl
             "from apache_beam.io.filesystems import FileSystems\n"
-            "print('ok', type(FileSystems.get_filesystem('/tmp')).__name__)\n")
+            # Beam's modules that imported a stand-in for httplib2 or yaml get the real module on first use
+            "from apache_beam.internal import http_client\n"
+            "from apache_beam.transforms import external\n"
+            "import yaml\n"
+            "print('ok', type(FileSystems.get_filesystem('/tmp')).__name__, type(http_client.get_new_http()).__name__,\n"
+            "      external.yaml.safe_load(external.yaml.dump({'a': [1]})) == {'a': [1]}, type(yaml).__name__)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.split() == ["ok", "LocalFileSystem"], out.stderr[-3000:]
+    assert out.returncode == 0 and out.stdout.split() == ["ok", "LocalFileSystem", "Http", "True", "module"], \
+        out.stderr[-3000:]
     assert "bson" not in out.stderr  # mongodbio's import-time warning is kept quiet
 
 
