@@ -118,8 +118,11 @@ def _cli_run(argv: list, env: dict) -> tuple:
             "rc = run(argv)\n"
             "shortcuts = sys.modules.get('tfrecord_pipelines.beam_shortcuts')\n"
             f"print(json.dumps([rc, [m for m in {NEVER!r} if m in sys.modules], bool(shortcuts and shortcuts._installed)]))\n")
+    # A user's local run: without the GCS emulator's variables, which the session's `gcs` fixture sets and which
+    # make fsutil set up Beam's GCP credentials (importing google.auth and httplib2).
+    base = {k: v for k, v in os.environ.items() if k not in ("STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                         env=dict(os.environ, **env))
+                         env=dict(base, **env))
     assert out.returncode == 0, out.stderr[-3000:]
     return tuple(json.loads(out.stdout.strip().splitlines()[-1]))
 
