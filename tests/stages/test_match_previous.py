@@ -2,7 +2,9 @@
 previous version's provenance files (written here, as a --versioned run
 leaves them): an unchanged record carries where its bytes are, a carried
 reject its reason; changed, new and removed are counted; a damaged
-provenance file gives no entries, only a count, and its records are read."""
+provenance file gives no entries, only a count, and its records are read.
+The same match inside PlanShards' grouping (PreviousEntries joining the
+records' buckets) gives the same records and counts."""
 from __future__ import annotations
 
 import os
@@ -12,13 +14,11 @@ import google_crc32c
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from tfrecord_pipelines.transforms.core import provenance
+from tfrecord_pipelines.transforms.core import provenance, sharding
 from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec
-from tfrecord_pipelines.transforms.core import sharding
 from tfrecord_pipelines.transforms.core.sharding import shuffle_key
-from tfrecord_pipelines.transforms.core.specs import RECORDS, STATS
+from tfrecord_pipelines.transforms.core.specs import RECORDS, STATS, ShardSpec
 from tfrecord_pipelines.transforms.core.tfrecord_io import crc32c_text
-from tfrecord_pipelines.transforms.core.specs import ShardSpec
 from tfrecord_pipelines.transforms.stages.match_previous import MatchPrevious, MatchSpec, PreviousEntries, entries_of
 from tfrecord_pipelines.transforms.stages.plan_shards import PlanShards
 from tfrecord_pipelines.transforms.storage import spill
