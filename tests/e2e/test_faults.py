@@ -270,8 +270,11 @@ def test_killed_while_writing_shards(dataset, tmp_path):
 
     def writing():  # a shard is being written in the resume area
         areas = [d for d in os.listdir(out) if d.startswith(".tfrecords-resume-")] if os.path.isdir(out) else []
-        return any(os.path.getsize(os.path.join(out, a, f)) > 0 for a in areas
-                   for f in os.listdir(os.path.join(out, a)))
+        try:
+            return any(os.path.getsize(os.path.join(out, a, f)) > 0 for a in areas
+                       for f in os.listdir(os.path.join(out, a)))
+        except FileNotFoundError:  # listed, then renamed by the run before its size was read
+            return False
     _wait_for(writing, proc)
     _kill(proc)
     assert not _final_shards(out) and not os.path.exists(os.path.join(out, "manifest.json"))
