@@ -12,7 +12,8 @@ import while Beam is imported, then made importable again (anything that asks
 for one later, e.g. pyarrow for tfx-bsl, gets it as usual). Two more, which
 Beam imports unconditionally at the top of a module but uses only inside
 functions such a run never calls (DEFERRED), are handed to Beam as stand-ins
-that import the real module on first use.
+that import the real module on first use; and names one Beam module imports
+from a third (DEFERRED_NAMES: beartype) are placeholders until their first call.
 
 Only the command line does this (pipelines/runtime.py prestart, in a fresh
 process, before anything imported Beam), and the worker processes of such a
@@ -56,6 +57,16 @@ UNUSED_LOCALLY = (
 # alternating pairs on the 2-vCPU VM, 2026-11-28).
 DEFERRED = ("httplib2", "yaml")
 
+# Names that one Beam module imports with `from ... import` at its top and uses only inside a function such a run never
+# calls (Beam 2.77: typehints/typehints, beartype's is_subhint for is_consistent_with, which the converter's graph
+# never reaches; beartype alone took 0.15-0.19 s to import): {module: ((the module it imports from, name, kind))},
+# kind CALL for a function, EXCEPT for an exception class named only in an `except` around those calls.
+CALL, EXCEPT = "call", "except"
+DEFERRED_NAMES = {
+    "apache_beam.typehints.typehints": (("beartype.door", "is_subhint", CALL),
+                                        ("beartype.roar", "BeartypeDoorException", EXCEPT)),
+}
+
 
 class _Deferred(types.ModuleType):
     """A stand-in for a module of DEFERRED in the modules that imported it
@@ -69,6 +80,38 @@ class _Deferred(types.ModuleType):
         real = importlib.import_module(name)
         self.__dict__.update((k, v) for k, v in real.__dict__.items() if k != "__name__")
         return getattr(real, attr)
+
+
+class _NotImportedYet(Exception):
+    """Stands for a deferred exception class until the first deferred call:
+    nothing raises it, and by the time the real one can be raised the name
+    is the real class again (an `except` clause reads the name when it runs)."""
+
+
+def _stand_ins(user: str, names: tuple) -> dict:
+    """Stand-in modules holding `names` as placeholders: a function's imports
+    the real modules on its first call, puts every deferred name of `user`
+    back to the real object, then calls the real function."""
+    made: dict = {}
+
+    def load() -> None:
+        for source in made:
+            if sys.modules.get(source) is made[source]:  # called while Beam is still being imported
+                del sys.modules[source]
+        module = sys.modules[user]
+        for source, name, _ in names:
+            setattr(module, name, getattr(importlib.import_module(source), name))
+
+    def placeholder(name: str):
+        def call(*args, **kwargs):
+            load()
+            return getattr(sys.modules[user], name)(*args, **kwargs)
+        return call
+
+    for source, name, kind in names:
+        stand_in = made.setdefault(source, types.ModuleType(source))
+        setattr(stand_in, name, placeholder(name) if kind == CALL else _NotImportedYet)
+    return made
 
 
 def local_files_only(argv: list) -> bool:
@@ -117,6 +160,11 @@ def import_lean() -> None:
         sys.modules[m] = None  # import raises ModuleNotFoundError, which Beam takes as "not installed"
     # Only modules that are installed: a missing one fails Beam's import as it would have.
     deferred = {m: _Deferred(m) for m in DEFERRED if m not in sys.modules and importlib.util.find_spec(m) is not None}
+    for user, names in DEFERRED_NAMES.items():
+        sources = {source for source, _, _ in names}
+        if user not in sys.modules and not sources & set(sys.modules) and all(
+                importlib.util.find_spec(m.partition(".")[0]) is not None for m in sources):
+            deferred.update(_stand_ins(user, names))
     sys.modules.update(deferred)
     # io.mongodbio warns at import when it finds no bson; nothing else is logged at import.
     mongo_log = logging.getLogger("apache_beam.io.mongodbio")

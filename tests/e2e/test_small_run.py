@@ -16,7 +16,7 @@ from conftest import ROOT, convert, image_bytes, make_tree, shard_files, write
 # What a run on local files must never import (TensorFlow, the old chart library,
 # tfx-bsl, and the connectors lean_beam keeps out).
 NEVER = ("tensorflow", "matplotlib", "tfx_bsl", "pandas", "pymongo", "google.cloud.bigquery",
-         "google.cloud.dataflow", "apache_beam.io.gcp.gcsfilesystem", "httplib2", "pyparsing", "yaml")
+         "google.cloud.dataflow", "apache_beam.io.gcp.gcsfilesystem", "httplib2", "pyparsing", "yaml", "beartype")
 VOLATILE = ("run_id", "created", "report")
 
 
@@ -139,7 +139,8 @@ def test_the_command_imports_beam_lean_and_writes_the_same_bytes(small, tmp_path
         runs[name] = (outputs(out), heavy)
     assert runs["lean"][0] == runs["whole"][0]
     assert runs["lean"][1] == []                       # no TensorFlow, no matplotlib, no unused connectors
-    assert "pandas" in runs["whole"][1] and "httplib2" in runs["whole"][1]  # what a whole import of Beam brings
+    # what a whole import of Beam brings
+    assert "pandas" in runs["whole"][1] and "httplib2" in runs["whole"][1] and "beartype" in runs["whole"][1]
     assert "tensorflow" not in runs["whole"][1] and "matplotlib" not in runs["whole"][1]
     report = open(os.path.join(tmp_path, "lean", "report.html"), encoding="utf-8").read()
     assert report.count('class="chart"') == 3 and "data:image/svg+xml;base64," in report
@@ -151,7 +152,14 @@ def test_lean_import_leaves_every_module_importable_afterwards():
             "lean_beam.import_lean()\n"
             "import apache_beam\n"
             f"assert not [m for m in {lean_beam_unused()!r} if sys.modules.get(m) is not None]\n"
-            "assert not [m for m in ('httplib2', 'pyparsing', 'yaml') if m in sys.modules]\n"
+            "assert not [m for m in ('httplib2', 'pyparsing', 'yaml', 'beartype') if m in sys.modules]\n"
+            # beartype's names in Beam's typehints: the real ones from the first call on, its exception caught
+            "from apache_beam.typehints import typehints\n"
+            "assert typehints.is_consistent_with(bool, int) and not typehints.is_consistent_with(int, str)\n"
+            "assert not typehints.is_consistent_with(int, 3)\n"  # beartype raises BeartypeDoorException: caught
+            "import beartype.door, beartype.roar\n"
+            "assert typehints.is_subhint is beartype.door.is_subhint\n"
+            "assert typehints.BeartypeDoorException is beartype.roar.BeartypeDoorException\n"
             "import pandas, pyarrow\n"                               # importable again: e.g. for tfx-bsl
             "from apache_beam.io.filesystems import FileSystems\n"
             # Beam's modules that imported a stand-in for httplib2 or yaml get the real module on first use
