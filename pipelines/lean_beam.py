@@ -89,7 +89,7 @@ class _NotImportedYet(Exception):
 
 
 def _stand_ins(user: str, names: tuple) -> dict:
-    """Stand-in modules holding `names` as placeholders: a function's imports
+    """Stand-in modules holding `names` as placeholders: a function imports
     the real modules on its first call, puts every deferred name of `user`
     back to the real object, then calls the real function."""
     made: dict = {}
