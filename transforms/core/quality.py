@@ -320,7 +320,7 @@ def near_summary(cols: Columns, band: int, max_distance: int) -> tuple:
     (each candidate costs a gather, an xor and a bit count); only the pairs
     within the distance (a tenth of the candidates on the bench's tree, whose
     crops of a few photos give ~16 M candidates per 50k images) are mapped
-    back to rows and filtered, on integer codes of their sha256 and split
+    back to rows and filtered, chunk by chunk, on integer codes of their sha256 and split
     rather than on strings: ~1.0 s for those 50k images' 6 bands where
     comparing the strings of every close pair took ~1.7 s."""
     # Rows in path order: a pair is (smaller path, larger path).
@@ -336,6 +336,8 @@ def near_summary(cols: Columns, band: int, max_distance: int) -> tuple:
     # Per sorted position: how many later positions of its value it pairs with.
     later = np.repeat(starts + lengths, lengths) - np.arange(len(h)) - 1
     later[np.repeat(lengths > MAX_BUCKET, lengths)] = 0
+    sha = _codes(cols.sha256)[order]
+    earlier = [(np.uint64(s), np.uint64(m)) for s, m in _SHIFTS[:band]]
     found_a, found_b, found_d = [], [], []
     cum = np.cumsum(later)
     total = int(cum[-1]) if len(cum) else 0
@@ -351,19 +353,19 @@ def near_summary(cols: Columns, band: int, max_distance: int) -> tuple:
         x ^= hs[second]
         d = np.bitwise_count(x)
         close = np.flatnonzero(d <= max_distance)
-        found_a.append(by_value[np.repeat(np.arange(begin, end), counts)[close]])
-        found_b.append(by_value[second[close]])  # stable order: found_a < found_b, path order
-        found_d.append(d[close])
+        ia = by_value[np.repeat(np.arange(begin, end), counts)[close]]
+        ib = by_value[second[close]]  # stable order: ia < ib, path order
+        d = d[close]
         begin, done = end, done + n
-    if not found_a:
-        return (0, 0, skipped, [])
-    ia, ib, d = np.concatenate(found_a), np.concatenate(found_b), np.concatenate(found_d)
-    sha = _codes(cols.sha256)[order]
-    keep = sha[ia] != sha[ib]
-    ha, hb = h[ia], h[ib]
-    for s, m in _SHIFTS[:band]:  # pairs sharing an earlier band are reported from there
-        keep &= ((ha >> np.uint64(s)) & np.uint64(m)) != ((hb >> np.uint64(s)) & np.uint64(m))
-    ia, ib, d = ia[keep], ib[keep], d[keep]
+        # Filtered chunk by chunk, so that many exact copies sharing a bucket are never held as pairs.
+        keep = sha[ia] != sha[ib]
+        ha, hb = h[ia], h[ib]
+        for s, m in earlier:  # pairs sharing an earlier band are reported from there
+            keep &= ((ha >> s) & m) != ((hb >> s) & m)
+        found_a.append(ia[keep])
+        found_b.append(ib[keep])
+        found_d.append(d[keep])
+    ia, ib, d = (np.concatenate(f) if f else np.zeros(0, np.intp) for f in (found_a, found_b, found_d))
     pairs = len(ia)
     split = _codes(cols.split)[order]
     same = split[ia] == split[ib]
