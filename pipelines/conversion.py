@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-import uuid
 
 from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 
@@ -17,6 +16,7 @@ from tfrecord_pipelines import lifecycle, offline, runtime
 from tfrecord_pipelines.config import ConvertConfig
 from tfrecord_pipelines.options import ConvertOptions
 from tfrecord_pipelines.parse import UsageError, build_config
+from tfrecord_pipelines.transforms.storage import layout
 
 log = logging.getLogger("tfrecords.run")
 
@@ -27,7 +27,7 @@ def configure(argv: list, check_only: bool = False) -> tuple:
     (api.py) both start here."""
     options = PipelineOptions(argv)
     opts = options.view_as(ConvertOptions)
-    run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:8]
+    run_id = layout.new_run_id()
     local = runtime.is_local(options)
     if options.view_as(TestOptions).dry_run and not local and not runtime.is_dataflow(options):
         raise UsageError(f"--dry_run with {runtime.runner_name(options)}: only DataflowRunner builds a job without "

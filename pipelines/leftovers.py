@@ -4,9 +4,6 @@ under the output's lock (behind `tfrecords cleanup`, commands/cleanup.py;
 the temp folder's leftovers: lifecycle.reclaim_scratch)."""
 from __future__ import annotations
 
-import time
-import uuid
-
 from tfrecord_pipelines import output_guard
 from tfrecord_pipelines.transforms.storage import fsutil, layout, resume, run_lock
 
@@ -16,7 +13,7 @@ def clean_output(output: str) -> tuple[list, list]:
     version folders, for a --versioned root), under its lock; raises
     run_lock.LockHeld. A resume area is what a rerun of a killed run would
     keep its complete shards from: cleaning the output gives that up."""
-    run_id = time.strftime("%Y%m%d-%H%M%S-") + "cleanup-" + uuid.uuid4().hex[:8]
+    run_id = layout.new_run_id("cleanup-")
     folders = [output] + [fsutil.join(output, d) for d in fsutil.list_subdirs(output)
                           if layout.VERSION_NAME.match(d) and not d.startswith(layout.STAGING_PREFIX)]
     run_lock.acquire(output, run_id, ttl_hours=1.0)

@@ -39,8 +39,6 @@ lifecycle).
 from __future__ import annotations
 
 import dataclasses
-import time
-import uuid
 
 import apache_beam as beam
 
@@ -49,6 +47,7 @@ from tfrecord_pipelines.config import ConvertConfig
 from tfrecord_pipelines.transforms.core.errors import UsageError
 from tfrecord_pipelines.transforms.core.specs import InputKind, InputSpec, SplitSource
 from tfrecord_pipelines.transforms.stages.list_inputs import ListInputs, ListSpec
+from tfrecord_pipelines.transforms.storage import layout
 
 _NOT_HERE = {"input": "the rows come from the pipeline", "label_table": "the rows come from the pipeline",
              "file_list": "the rows come from the pipeline",
@@ -89,7 +88,7 @@ def beam_config(**options) -> ConvertConfig:
                        extra_columns=tuple(c.strip() for c in o.extra_columns.split(",") if c.strip()),
                        allow_absolute_paths=o.allow_absolute_paths, source="<Beam PCollection>")
     label_from = "table" if o.label_from == "auto" and not o.label_regex else o.label_from
-    run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:8]
+    run_id = layout.new_run_id()
     cfg = build_config(o, run_id, given_inputs=(inputs, split, label_from))
     return dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, job_ends_run=True))
 

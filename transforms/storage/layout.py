@@ -1,8 +1,10 @@
 """Names of what a conversion writes in its output folder."""
 from __future__ import annotations
 
+import datetime
 import json
 import re
+import uuid
 from typing import Optional
 
 from tfrecord_pipelines.transforms.core.example_codec import BYTES, FLOAT, INT64
@@ -230,6 +232,14 @@ def read_pointer(root: str) -> Optional[str]:
     if not VERSION_NAME.fullmatch(version):
         raise ValueError(f"{path} holds {version[:80]!r}, not a version folder name")
     return version
+
+
+def new_run_id(tag: str = "") -> str:
+    """A run's id: its start to the microsecond, then a random part. Ids sort
+    by start, so --keep_versions keeps the newest (two versions made in one
+    second tied on a start to the second, and the random part then chose);
+    the first 15 characters are the start to the second ("YYYYmmdd-HHMMSS")."""
+    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f-") + tag + uuid.uuid4().hex[:8]
 
 
 def latest_name(root: str) -> str:
