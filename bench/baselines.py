@@ -13,6 +13,11 @@ VARIANT is one of:
   naive_beam          Create(paths) | Map(to Example via tf.train.*) | Reshuffle | WriteToTFRecord,
                       on Beam's in-process FnApiRunner
   naive_beam_mp       the same pipeline with --direct_running_mode multi_processing on all cores (opt-in: slow, ~12 GB)
+  beam_floor          Beam run as the converter runs a small input, doing no work: its lean import of Beam
+                      and runner shortcuts, the in-process FnApiRunner, Create(paths) | Map | GroupByKey |
+                      Map | CombineGlobally (barriers, as the converter's shuffle and totals have), the count
+                      written to one file, and its exit (os._exit); no image is read ("bytes": 0). What any
+                      pipeline on Beam pays here before its first image
   decode_all_cores    a process pool on all cores: read each file and decode it fully with Pillow (`load()`)
   validate_all_cores  the same pool calling our validator, tfrecord_pipelines.transforms.core.images.probe_image in full mode
                       (a JPEG decoded at 1/8 scale with draft(), which still decodes the whole stream)
@@ -151,6 +156,30 @@ def naive_beam(items, out: str, shards: int, multi_processing: bool = False) -> 
     return sum(os.path.getsize(p) for p, _, _ in items)
 
 
+def beam_floor(items, out: str) -> int:
+    """The paths counted through Beam (written to out/count.txt, read back):
+    the number of images the pipeline saw."""
+    import logging
+
+    from tfrecord_pipelines import beam_shortcuts, lean_beam
+    lean_beam.import_lean()
+    import apache_beam as beam
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    beam_shortcuts.install()
+    logging.getLogger("apache_beam").setLevel(logging.ERROR)
+    path = os.path.join(out, "count.txt")
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        (p
+         | "Create" >> beam.Create([path for path, _, _ in items])
+         | "Key" >> beam.Map(lambda path: (len(path) % 8, path))
+         | "Group" >> beam.GroupByKey()
+         | "Count" >> beam.Map(lambda kv: len(kv[1]))
+         | "Sum" >> beam.CombineGlobally(sum)
+         | "Write" >> beam.Map(lambda n: open(path, "w").write(str(n))))
+    with open(path) as f:
+        return int(f.read())
+
+
 def _decode_one(path: str) -> int:
     from PIL import Image
     with open(path, "rb") as f:
@@ -183,7 +212,7 @@ def all_cores(items, fn) -> int:
 
 
 VARIANTS = ("plain", "plain_all_cores", "tutorial", "tutorial_decode", "naive_beam", "naive_beam_mp",
-            "decode_all_cores", "validate_all_cores")
+            "beam_floor", "decode_all_cores", "validate_all_cores")
 
 
 def main(argv=None) -> None:
@@ -196,6 +225,7 @@ def main(argv=None) -> None:
     os.makedirs(a.output, exist_ok=True)
     items = list_images(a.input)
     v = a.variant
+    seen = len(items)
     if v == "plain":
         total = plain(items, a.output, a.shards)
     elif v == "plain_all_cores":
@@ -204,14 +234,19 @@ def main(argv=None) -> None:
         total = tutorial(items, a.output, a.shards, decode=v == "tutorial_decode")
     elif v in ("naive_beam", "naive_beam_mp"):
         total = naive_beam(items, a.output, a.shards, multi_processing=v == "naive_beam_mp")
+    elif v == "beam_floor":
+        seen, total = beam_floor(items, a.output), 0  # what went through the pipeline; no image is read
     elif v == "decode_all_cores":
         import PIL.Image  # noqa: F401  (imported once, before the fork)
         total = all_cores(items, _decode_one)
     else:
         import tfrecord_pipelines.transforms.core.images  # noqa: F401
         total = all_cores(items, _validate_one)
-    print(json.dumps({"images": len(items), "bytes": total}))
+    print(json.dumps({"images": seen, "bytes": total}))
     sys.stdout.flush()
+    if v == "beam_floor":  # the converter's exit: Beam's threads and modules are not torn down one by one
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":

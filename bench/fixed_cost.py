@@ -26,8 +26,11 @@ Variants: default (what the converter decides: in-process for a small input,
 pipelines/small_run.py), in_process (--direct_running_mode in_memory), workers
 (--direct_running_mode multi_processing: worker processes on every core),
 whole_beam (default with TFRECORDS_LEAN_IMPORT=0: Beam imported whole), and
-the baselines python (`python -c pass`) and tutorial (bench/baselines.py's
-loop, the tf.train.Example + TFRecordWriter tutorial).
+the baselines python (`python -c pass`), tutorial (bench/baselines.py's
+loop, the tf.train.Example + TFRecordWriter tutorial) and beam_floor
+(bench/baselines.py: Beam imported, started and stopped as the converter
+does for a small input, running a graph with one barrier and no work: the
+part of a small run's wall that any pipeline on Beam pays on this machine).
 JSON with every run: bench/results/fixed-cost-<date>.json.
 """
 from __future__ import annotations
@@ -55,6 +58,7 @@ VARIANTS = {
     "whole_beam": ([], {"TFRECORDS_LEAN_IMPORT": "0"}),
     "python": (None, {}),
     "tutorial": (None, {}),
+    "beam_floor": (None, {}),
 }
 STAGES = ("ListInputs", "ListAnnotations", "AssignLabels", "Split", "MatchPrevious", "Fingerprint", "ValidateImages",
           "DropDuplicates", "PlanShards", "WriteShards", "CheckQuality", "CheckReport", "AllRejects", "AllStats", "Publish")
@@ -64,8 +68,8 @@ def command(variant: str, train: str, out: str, extra: list) -> list:
     py = sys.executable
     if variant == "python":
         return [py, "-c", "pass"]
-    if variant == "tutorial":
-        return [py, "-m", "bench.baselines", "tutorial", "--input", train, "--output", out, "--shards", "1"]
+    if variant in ("tutorial", "beam_floor"):
+        return [py, "-m", "bench.baselines", variant, "--input", train, "--output", out, "--shards", "1"]
     flags, _ = VARIANTS[variant]
     return [py, "-m", "tfrecord_pipelines.convert", "--input", train, "--output", out, "--overwrite",
             "--progress", "off", *flags, *extra]

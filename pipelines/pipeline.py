@@ -229,7 +229,7 @@ def build_preview(p: beam.Pipeline, cfg: ConvertConfig, spill_dir: str, result_p
     rejected = ([pc for pc in (listed.get(REJECTS), labeled[REJECTS], split[REJECTS]) if pc is not None]
                 | "Rejects" >> beam.Flatten() | "CountRejects" >> beam.Map(lambda b: ("rejected", spill.count(b))))
     totals = (records | "SplitTotals" >> beam.FlatMap(_split_totals)
-              | "SumTotals" >> beam.CombinePerKey(_sum_triples))
+              | "SumTotals" >> beam.CombinePerKey(_sum_totals))
     all_stats = (*stats, rejected) | "AllStats" >> beam.Flatten() | "SumStats" >> beam.CombinePerKey(sum)
     side = beam.pvalue
     (p | "Once" >> beam.Create([None])
@@ -238,19 +238,17 @@ def build_preview(p: beam.Pipeline, cfg: ConvertConfig, spill_dir: str, result_p
 
 
 def _split_totals(batch) -> list:
-    """[(split, (records, bytes listed, records to read))] of a batch."""
+    """[(split, (records, bytes listed, records to read, bytes to read))] of a batch."""
     sums: dict = {}
     for r in spill.load(batch):
-        c, b, n = sums.get(r.split, (0, 0, 0))
-        sums[r.split] = (c + 1, b + max(r.size, 0), n + (0 if r.prev else 1))
+        c, b, n, nb = sums.get(r.split, (0, 0, 0, 0))
+        size = max(r.size, 0)
+        sums[r.split] = (c + 1, b + size, n + (0 if r.prev else 1), nb + (0 if r.prev else size))
     return sorted(sums.items())
 
 
-def _sum_triples(values) -> tuple:
-    c = b = n = 0
-    for x, y, z in values:
-        c, b, n = c + x, b + y, n + z
-    return c, b, n
+def _sum_totals(values) -> tuple:
+    return tuple(map(sum, zip(*values))) or (0, 0, 0, 0)
 
 
 def _write_preview(_, path: str, stats: dict, totals: dict, run_fp: tuple, label_map) -> None:

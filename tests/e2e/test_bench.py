@@ -183,3 +183,26 @@ def test_detection_bench_measures_a_killed_runs_resume_at_small_scale(tmp_path):
     (row,) = json.loads(out.read_text())["resume"]
     assert row["identical"] is True
     assert 4 <= row["kept"] == row["resumed"] < 8, row
+
+
+def test_beam_floor_runs_beam_as_the_converter_does_and_reads_no_image(tmp_path):
+    """bench.baselines beam_floor (bench.fixed_cost's Beam floor): every path
+    goes through the pipeline (counted there), no image is read, and Beam is
+    imported lean, as the converter's small run imports it (its import of
+    beartype is deferred: tfrecord_pipelines/lean_beam.py)."""
+    from conftest import make_tree
+
+    make_tree(str(tmp_path / "train"), per_class=5)
+    probe = ("import runpy, sys\n"
+             "import os\n"
+             "real_exit = os._exit\n"
+             "def _exit(code):\n"
+             "    print('beartype' in sys.modules, 'PIL' in sys.modules, file=sys.stderr)\n"
+             "    real_exit(code)\n"
+             "os._exit = _exit\n"
+             "sys.argv = ['bench.baselines', 'beam_floor', '--input', sys.argv[1], '--output', sys.argv[2]]\n"
+             "runpy.run_module('bench.baselines', run_name='__main__')\n")
+    p = _run(["-c", probe, str(tmp_path / "train"), str(tmp_path / "out")])
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads(p.stdout.strip().splitlines()[-1]) == {"images": 15, "bytes": 0}
+    assert p.stderr.strip().splitlines()[-1] == "False False", p.stderr[-2000:]

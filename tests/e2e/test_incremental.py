@@ -672,11 +672,35 @@ def test_a_dry_run_says_what_would_happen_and_reads_and_writes_nothing(tmp_path,
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] in (["train"], ["validation"])}
     assert sum(int(r[1]) for r in rows.values()) == 19 and sum(int(r[2]) for r in rows.values()) == 2
     assert all(r[3] == "3" for r in rows.values())
+    # What reading them would cost: the two new files, by their sizes (pipelines/cpu_estimate.py).
+    from tfrecord_pipelines.transforms.core.units import human_bytes
+    new_bytes = sum(os.path.getsize(os.path.join(images, "dog", f"new{k}.jpg")) for k in range(2))
+    assert f"estimated CPU for the 2 images to read ({human_bytes(new_bytes)}, full validation): " in out, out
     # Nothing changed: it says it would publish nothing.
     assert convert(*base, "--version", "v3") == 0
     capsys.readouterr()
     assert convert(*base, "--dry_run") == 0
-    assert "would publish nothing: inputs and options are the same as version v3" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "would publish nothing: inputs and options are the same as version v3" in out
+    assert "estimated CPU: none (no image to read)" in out
+
+
+def test_a_dry_runs_estimate_counts_a_tables_images_at_the_measured_size_when_it_lists_no_sizes(tmp_path, capsys):
+    """A label table's rows carry no sizes until the images are read: the
+    dry run's CPU estimate says so and counts each image at the size its
+    rates were measured on (pipelines/cpu_estimate.py), in the mode asked."""
+    from tfrecord_pipelines import cpu_estimate
+    images = str(tmp_path / "images")
+    truth = make_tree(images, per_class=3)
+    table = tmp_path / "labels.csv"
+    table.write_text("filename,label\n" + "".join(f"{rel},{label}\n" for rel, label in sorted(truth.items())))
+    assert convert("--label_table", str(table), "--image_root", images, "--output", str(tmp_path / "out"),
+                   "--validate", "header", "--dry_run") == 0
+    out = capsys.readouterr().out
+    assert "note: the table gives no file sizes" in out
+    assert (f"estimated CPU for the {len(truth)} images to read (no sizes listed: ~{cpu_estimate.KB_WHEN_UNSIZED} KB "
+            "each, header checks): ") in out, out
+    assert not os.path.exists(tmp_path / "out")
 
 
 # ---- other options -----------------------------------------------------------------------------------------------

@@ -1,0 +1,77 @@
+"""What converting the images a run would read costs in CPU: the --dry_run
+line that lets a user price a job (a Dataflow bill is vCPU-hours) before
+launching it.
+
+The figures are this project's measurements of the whole process tree's CPU
+on a 2-vCPU VM, on ImageNet-like photos (../shared's make_imagefolder: 50,450
+JPEGs of 116.6 KB, 5.88 GB; warm page cache, output on a RAM disk, medians
+of 3, 2026-11-28; docs/performance.md, "A per-vCPU figure for a Dataflow
+bill"): header checks 24.95 CPU s, 495 µs per image; full validation 109.1
+CPU s, 2,163 µs per image. Whole runs, start-up included (2-4 CPU s), so
+the figures lean high. The synthetic images of `make bench` cost less (171
+and 1,248 µs for ~105 KB), so photos are the basis. The cost grows with the
+bytes read (full validation of 2.37 MB photos cost 30.1 ms, 12.7 µs per KB:
+docs/resizing.md), so the rates are per KB, which leans high for photos
+larger than ~117 KB. Images read from a bucket add
+the storage client's request and download, ~1.9 ms of CPU each whatever the
+mode (bench.gcs: header mode 1.9 ms for 10-25 KB images, full mode 3.1 ms
+for ~100 KB, each ~1.9 ms above the local figure). Not counted: a job's
+start-up and scaling (minutes of every worker's vCPUs), the shuffle, the
+publish step.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from tfrecord_pipelines.transforms.core.images import Validation
+from tfrecord_pipelines.transforms.core.units import human_bytes
+
+# µs of CPU per KB read (1 KB = 1,000 bytes), by what is done to each image.
+US_PER_KB = {
+    "header": 24.95e6 / 5.882e6,    # 4.24: 24.95 CPU s for 5.882 GB of photos (the module's docstring)
+    "full": 109.12e6 / 5.882e6,     # 18.55
+    # 30.2: full validation's rate x 49.0 / 30.1 (bench.resize, 2.37 MB photos: resized to a shorter side of 256 at
+    # quality 90, against stored as they are, docs/resizing.md)
+    "resize": 109.12e6 / 5.882e6 * 49.0 / 30.1,
+}
+US_PER_REMOTE_IMAGE = 1_900   # a bucket's request and download, on top (bench.gcs at 30 ms per request)
+KB_WHEN_UNSIZED = 117         # a listing without sizes (a table's rows): the measured photos' size
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    images: int
+    kb: float            # KB to read (KB_WHEN_UNSIZED each when the listing had no sizes)
+    sized: bool
+    work: str            # "header", "full" or "resize"
+    local_s: float       # CPU seconds read from a local disk
+    bucket_s: float      # CPU seconds read from a bucket
+
+    @property
+    def vcpu_hours(self) -> float:
+        return self.bucket_s / 3600
+
+
+def estimate(images: int, nbytes: int, validation: Validation, resized: bool) -> Estimate:
+    """The CPU of converting `images` images of `nbytes` bytes in all (0:
+    not known) with this validation, resized or not."""
+    sized = nbytes > 0 or images == 0
+    kb = nbytes / 1000 if sized else images * KB_WHEN_UNSIZED
+    work = "resize" if resized else validation.value
+    local = kb * US_PER_KB[work] / 1e6
+    return Estimate(images, kb, sized, work, local, local + images * US_PER_REMOTE_IMAGE / 1e6)
+
+
+def describe(e: Estimate, remote_input: bool) -> list:
+    """The dry run's line for an estimate."""
+    if not e.images:
+        return ["estimated CPU: none (no image to read)"]
+    what = {"header": "header checks", "full": "full validation", "resize": "resized"}[e.work]
+    size = human_bytes(e.kb * 1000) if e.sized else f"no sizes listed: ~{KB_WHEN_UNSIZED} KB each"
+    here = "" if remote_input else f"{_cpu(e.local_s)} from a local disk, "
+    return [f"estimated CPU for the {e.images:,} images to read ({size}, {what}): {here}{_cpu(e.bucket_s)} from a "
+            "bucket (as on Dataflow, plus the job's start-up); the measured rates: docs/performance.md"]
+
+
+def _cpu(s: float) -> str:
+    return f"{s:.2f} CPU s" if s < 10 else f"{s:,.0f} CPU s" if s < 600 else f"{s / 3600:,.2f} vCPU-h"
