@@ -167,7 +167,7 @@ def beam_floor(items, out: str) -> int:
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
     beam_shortcuts.install()
     logging.getLogger("apache_beam").setLevel(logging.ERROR)
-    path = os.path.join(out, "count.txt")
+    count_file = os.path.join(out, "count.txt")
     with beam.Pipeline(runner=FnApiRunner()) as p:
         (p
          | "Create" >> beam.Create([path for path, _, _ in items])
@@ -175,8 +175,8 @@ def beam_floor(items, out: str) -> int:
          | "Group" >> beam.GroupByKey()
          | "Count" >> beam.Map(lambda kv: len(kv[1]))
          | "Sum" >> beam.CombineGlobally(sum)
-         | "Write" >> beam.Map(lambda n: open(path, "w").write(str(n))))
-    with open(path) as f:
+         | "Write" >> beam.Map(lambda n: open(count_file, "w").write(str(n))))
+    with open(count_file) as f:
         return int(f.read())
 
 

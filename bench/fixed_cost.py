@@ -29,8 +29,9 @@ whole_beam (default with TFRECORDS_LEAN_IMPORT=0: Beam imported whole), and
 the baselines python (`python -c pass`), tutorial (bench/baselines.py's
 loop, the tf.train.Example + TFRecordWriter tutorial) and beam_floor
 (bench/baselines.py: Beam imported, started and stopped as the converter
-does for a small input, running a graph with one barrier and no work: the
-part of a small run's wall that any pipeline on Beam pays on this machine).
+does for a small input, running a graph with two barriers (a GroupByKey, a
+CombineGlobally) and no work: the part of a small run's wall that any
+pipeline on Beam pays on this machine).
 JSON with every run: bench/results/fixed-cost-<date>.json.
 """
 from __future__ import annotations

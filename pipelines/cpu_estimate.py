@@ -17,7 +17,9 @@ the storage client's request and download, ~1.9 ms of CPU each whatever the
 mode (bench.gcs: header mode 1.9 ms for 10-25 KB images, full mode 3.1 ms
 for ~100 KB, each ~1.9 ms above the local figure). Not counted: a job's
 start-up and scaling (minutes of every worker's vCPUs), the shuffle, the
-publish step.
+publish step, and re-encoding without a resize (--reencode, upright
+orientation), which costs about what a resize does for the images it
+touches.
 """
 from __future__ import annotations
 
