@@ -145,3 +145,23 @@ def test_versioned_dataset_in_a_bucket(gcs, tmp_path, capsys):
     assert "above --max_reject_fraction" in capsys.readouterr().err
     assert bucket().blob("ds6/LATEST").download_as_bytes() == b"v3\n"
     assert "manifest.json" not in list_names("ds6/v4") and ".tfrecords.lock" not in list_names("ds6")
+
+
+def test_a_dry_run_from_a_bucket_lists_it_and_estimates_the_bucket_reads_only(gcs, tmp_path, capsys):
+    """--dry_run with a gs:// input: the listing's object sizes give the
+    estimate (pipelines/cpu_estimate.py), priced as reads from a bucket only,
+    and nothing is written to the output."""
+    from tfrecord_pipelines.transforms.core.units import human_bytes
+    local = str(tmp_path / "imgs")
+    labels = make_tree(local, per_class=4)
+    upload_tree(local, "dry_in")
+    total = sum(os.path.getsize(os.path.join(local, rel)) for rel in labels)
+    capsys.readouterr()
+    assert convert("--input", f"gs://{BUCKET}/dry_in", "--output", f"gs://{BUCKET}/dry_out", "--dry_run") == 0
+    out = capsys.readouterr().out
+    assert f"listed {len(labels)} files" in out
+    line = next(x for x in out.splitlines() if x.startswith("estimated CPU"))
+    assert line.startswith(f"estimated CPU for the {len(labels)} images to read ({human_bytes(total)}, "
+                           "full validation): "), line
+    assert "from a bucket" in line and "from a local disk" not in line
+    assert not [n for n in list_names("dry_out")]
