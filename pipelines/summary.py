@@ -168,18 +168,18 @@ def print_preview(got: dict, cfg, out=None) -> None:
         print(f"full conversion: {o.why_full}", file=out)
     print(f"{'split':<14}{'records':>10}{'to read':>10}{'shards':>8}{'bytes':>12}  about each", file=out)
     sized = True
-    reading = [0, 0]  # images to read, their bytes
+    images_to_read = bytes_to_read = 0
     for split, (count, nbytes, to_read, read_bytes) in got["splits"].items():
         shards = num_shards_for(split, count, nbytes, cfg.shards)
         sized = sized and (nbytes > 0 or not count)
-        reading = [reading[0] + to_read, reading[1] + read_bytes]
+        images_to_read, bytes_to_read = images_to_read + to_read, bytes_to_read + read_bytes
         each = human_bytes(nbytes / shards) if shards else "-"
         print(f"{split:<14}{count:>10,}{to_read:>10,}{shards:>8}{human_bytes(nbytes):>12}  {each}", file=out)
     if not sized:
         print("note: the table gives no file sizes: shard counts come from --num_shards, or from the sizes read "
               "when the images are validated", file=out)
     from tfrecord_pipelines import cpu_estimate
-    cost = cpu_estimate.estimate(reading[0], reading[1] if sized else 0, cfg.images.validation,
+    cost = cpu_estimate.estimate(images_to_read, bytes_to_read if sized else 0, cfg.images.validation,
                                  cfg.images.resize.enabled)
     for line in cpu_estimate.describe(cost, remote_input=not fsutil.is_local(cfg.inputs.root)):
         print(line, file=out)
