@@ -12,7 +12,10 @@ the figures lean high. The synthetic images of `make bench` cost less (171
 and 1,248 µs for ~105 KB), so photos are the basis. The cost grows with the
 bytes read (full validation of 2.37 MB photos cost 30.1 ms, 12.7 µs per KB:
 docs/resizing.md), so the rates are per KB, which leans high for photos
-larger than ~117 KB. Images read from a bucket add
+larger than ~117 KB, and low for much smaller images, whose per-record
+costs (the stages every record passes) weigh more. An incremental
+version's copies are priced from bench.incremental's runs (US_PER_KB_COPIED).
+Images read from a bucket add
 the storage client's request and download, ~1.9 ms of CPU each whatever the
 mode (bench.gcs: header mode 1.9 ms for 10-25 KB images, full mode 3.1 ms
 for ~100 KB, each ~1.9 ms above the local figure). Not counted: a job's
@@ -36,6 +39,11 @@ US_PER_KB = {
     # quality 90, against stored as they are, docs/resizing.md)
     "resize": 109.12e6 / 5.882e6 * 49.0 / 30.1,
 }
+# An incremental version's records copied from the previous one, per KB copied, the stages over every record
+# included: bench.incremental (a), 2026-11-28 (bench/results/incremental-20261128.json): the incremental runs took
+# 20.8, 22.8 and 24.5 CPU s, median 22.8, for 550 images read (64.1 MB, full validation: 1.19 s at the rate above)
+# and 49,950 records copied (5.82 GB): (22.8 - 1.19) / 5.82e6 KB.
+US_PER_KB_COPIED = (22.8e6 - 64.1e3 * 109.12e6 / 5.882e6) / 5.82e6
 US_PER_REMOTE_IMAGE = 1_900   # a bucket's request and download, on top (bench.gcs at 30 ms per request)
 KB_WHEN_UNSIZED = 117         # a listing without sizes (a table's rows): the measured photos' size
 
@@ -48,31 +56,39 @@ class Estimate:
     work: str            # "header", "full" or "resize"
     local_s: float       # CPU seconds read from a local disk
     bucket_s: float      # CPU seconds read from a bucket
+    copied: int = 0      # records copied from the previous version (an incremental version)
+    copied_kb: float = 0.0
 
     @property
     def vcpu_hours(self) -> float:
         return self.bucket_s / 3600
 
 
-def estimate(images: int, nbytes: int, validation: Validation, resized: bool) -> Estimate:
+def estimate(images: int, nbytes: int, validation: Validation, resized: bool, copied: int = 0,
+             copied_bytes: int = 0) -> Estimate:
     """The CPU of converting `images` images of `nbytes` bytes in all (0:
-    not known) with this validation, resized or not."""
+    not known) with this validation, resized or not, and of copying
+    `copied` records of `copied_bytes` from a previous version."""
     sized = nbytes > 0 or images == 0
     kb = nbytes / 1000 if sized else images * KB_WHEN_UNSIZED
+    copied_kb = (copied_bytes / 1000 if copied_bytes > 0 else copied * KB_WHEN_UNSIZED) if copied else 0.0
     work = "resize" if resized else validation.value
-    local = kb * US_PER_KB[work] / 1e6
-    return Estimate(images, kb, sized, work, local, local + images * US_PER_REMOTE_IMAGE / 1e6)
+    # A bucket's copies are ranged reads of whole runs of records (a few requests per shard): priced as local ones.
+    local = (kb * US_PER_KB[work] + copied_kb * US_PER_KB_COPIED) / 1e6
+    return Estimate(images, kb, sized, work, local, local + images * US_PER_REMOTE_IMAGE / 1e6, copied, copied_kb)
 
 
 def describe(e: Estimate, remote_input: bool) -> list:
     """The dry run's line for an estimate."""
-    if not e.images:
+    if not e.images and not e.copied:
         return ["estimated CPU: none (no image to read)"]
     what = {"header": "header checks", "full": "full validation", "resize": "resized"}[e.work]
     size = human_bytes(e.kb * 1000) if e.sized else f"no sizes listed: ~{KB_WHEN_UNSIZED} KB each"
+    work = ([f"the {e.images:,} images to read ({size}, {what})"] if e.images else []) + \
+        ([f"the {e.copied:,} records to copy ({human_bytes(e.copied_kb * 1000)})"] if e.copied else [])
     here = "" if remote_input else f"{_cpu(e.local_s)} from a local disk, "
-    return [f"estimated CPU for the {e.images:,} images to read ({size}, {what}): {here}{_cpu(e.bucket_s)} from a "
-            "bucket (as on Dataflow, plus the job's start-up); the measured rates: docs/performance.md"]
+    return [f"estimated CPU for {' and '.join(work)}: {here}{_cpu(e.bucket_s)} from a bucket (as on Dataflow, plus "
+            "the job's start-up); the measured rates: docs/performance.md"]
 
 
 def _cpu(s: float) -> str:

@@ -168,19 +168,22 @@ def print_preview(got: dict, cfg, out=None) -> None:
         print(f"full conversion: {o.why_full}", file=out)
     print(f"{'split':<14}{'records':>10}{'to read':>10}{'shards':>8}{'bytes':>12}  about each", file=out)
     sized = True
-    images_to_read = bytes_to_read = 0
+    images_to_read = bytes_to_read = records_to_copy = bytes_to_copy = 0
     for split, (count, nbytes, to_read, read_bytes) in got["splits"].items():
         shards = num_shards_for(split, count, nbytes, cfg.shards)
         sized = sized and (nbytes > 0 or not count)
         images_to_read, bytes_to_read = images_to_read + to_read, bytes_to_read + read_bytes
+        records_to_copy, bytes_to_copy = records_to_copy + count - to_read, bytes_to_copy + nbytes - read_bytes
         each = human_bytes(nbytes / shards) if shards else "-"
         print(f"{split:<14}{count:>10,}{to_read:>10,}{shards:>8}{human_bytes(nbytes):>12}  {each}", file=out)
     if not sized:
         print("note: the table gives no file sizes: shard counts come from --num_shards, or from the sizes read "
               "when the images are validated", file=out)
     from tfrecord_pipelines import cpu_estimate
+    if _unchanged(got, o):  # the run would stop before reading or copying anything
+        images_to_read = records_to_copy = 0
     cost = cpu_estimate.estimate(images_to_read, bytes_to_read if sized else 0, cfg.images.validation,
-                                 cfg.images.resize.enabled)
+                                 cfg.images.resize.enabled, records_to_copy, bytes_to_copy if sized else 0)
     for line in cpu_estimate.describe(cost, remote_input=not fsutil.is_local(cfg.inputs.root)):
         print(line, file=out)
     if got.get("new_classes"):
@@ -190,10 +193,15 @@ def print_preview(got: dict, cfg, out=None) -> None:
         print(line, file=out)
 
 
+def _unchanged(got: dict, o) -> bool:
+    """A --versioned run whose inputs and options are those of the version LATEST names: it publishes nothing."""
+    return bool(o.root and o.previous_fingerprint and not o.republish and got["fingerprint"] == o.previous_fingerprint)
+
+
 def _publish_lines(got: dict, cfg) -> list:
     o = cfg.output
     if o.root:
-        if o.previous_fingerprint and not o.republish and got["fingerprint"] == o.previous_fingerprint:
+        if _unchanged(got, o):
             return [f"would publish nothing: inputs and options are the same as version {o.previous_version}"]
         lines = [f"would publish version {o.version} in {o.root} and point LATEST at it"]
         if o.keep_versions:

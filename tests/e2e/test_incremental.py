@@ -672,10 +672,12 @@ def test_a_dry_run_says_what_would_happen_and_reads_and_writes_nothing(tmp_path,
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] in (["train"], ["validation"])}
     assert sum(int(r[1]) for r in rows.values()) == 19 and sum(int(r[2]) for r in rows.values()) == 2
     assert all(r[3] == "3" for r in rows.values())
-    # What reading them would cost: the two new files, by their sizes (pipelines/cpu_estimate.py).
+    # What reading the two new files and copying the 17 others would cost, by their sizes (pipelines/cpu_estimate.py).
     from tfrecord_pipelines.transforms.core.units import human_bytes
     new_bytes = sum(os.path.getsize(os.path.join(images, "dog", f"new{k}.jpg")) for k in range(2))
-    assert f"estimated CPU for the 2 images to read ({human_bytes(new_bytes)}, full validation): " in out, out
+    all_bytes = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(images) for f in files)
+    assert (f"estimated CPU for the 2 images to read ({human_bytes(new_bytes)}, full validation) and the 17 records "
+            f"to copy ({human_bytes(all_bytes - new_bytes)}): ") in out, out
     # Nothing changed: it says it would publish nothing.
     assert convert(*base, "--version", "v3") == 0
     capsys.readouterr()

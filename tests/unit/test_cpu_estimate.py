@@ -44,3 +44,17 @@ def test_nothing_to_read_costs_nothing():
     small = ce.estimate(3, 30_000, Validation.HEADER, False)
     assert f"{small.local_s:.2f} CPU s from a local disk, {small.bucket_s:.2f} CPU s from a bucket" in \
         ce.describe(small, False)[0]
+
+
+def test_an_incremental_versions_copies_are_priced_per_kb_copied_as_measured():
+    """bench.incremental (a): 550 images read and 49,950 records copied cost
+    22.8 CPU s (median of 3); the rates give that back."""
+    e = ce.estimate(550, 64_100_000, Validation.FULL, False, copied=49_950, copied_bytes=5_820_000_000)
+    assert e.local_s == pytest.approx(22.8, rel=0.01)
+    assert e.bucket_s - e.local_s == pytest.approx(550 * ce.US_PER_REMOTE_IMAGE / 1e6)  # copies: no request each
+    (line,) = ce.describe(e, remote_input=False)
+    assert line.startswith("estimated CPU for the 550 images to read (64.1 MB, full validation) and the 49,950 "
+                           "records to copy (5.8 GB): 23 CPU s from a local disk, "), line
+    only_copies = ce.estimate(0, 0, Validation.FULL, False, copied=10, copied_bytes=1_000_000)
+    assert only_copies.local_s == pytest.approx(1_000 * ce.US_PER_KB_COPIED / 1e6)
+    assert ce.describe(only_copies, False)[0].startswith("estimated CPU for the 10 records to copy (1.0 MB): ")
