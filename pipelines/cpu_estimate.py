@@ -1,6 +1,6 @@
-"""What converting the images a run would read costs in CPU: the --dry_run
-line that lets a user price a job (a Dataflow bill is vCPU-hours) before
-launching it.
+"""What the images a run would read, and the records it would copy, cost
+in CPU: the --dry_run line that lets a user price a job (a Dataflow bill is
+vCPU-hours) before launching it.
 
 The figures are this project's measurements of the whole process tree's CPU
 on a 2-vCPU VM, on ImageNet-like photos (../shared's make_imagefolder: 50,450
@@ -15,14 +15,13 @@ docs/resizing.md), so the rates are per KB, which leans high for photos
 larger than ~117 KB, and low for much smaller images, whose per-record
 costs (the stages every record passes) weigh more. An incremental
 version's copies are priced from bench.incremental's runs (US_PER_KB_COPIED).
-Images read from a bucket add
-the storage client's request and download, ~1.9 ms of CPU each whatever the
-mode (bench.gcs: header mode 1.9 ms for 10-25 KB images, full mode 3.1 ms
-for ~100 KB, each ~1.9 ms above the local figure). Not counted: a job's
-start-up and scaling (minutes of every worker's vCPUs), the shuffle, the
-publish step, and re-encoding without a resize (--reencode, upright
-orientation), which costs about what a resize does for the images it
-touches.
+Images read from a bucket add the storage client's request and download,
+~1.9 ms of CPU each whatever the mode (bench.gcs: header mode 1.9 ms for
+10-25 KB images, full mode 3.1 ms for ~100 KB, each ~1.9 ms above the local
+figure). Not counted: a job's start-up and scaling (minutes of every
+worker's vCPUs), the shuffle, the publish step, and re-encoding without a
+resize (--reencode, upright orientation), which costs about what a resize
+does for the images it touches.
 """
 from __future__ import annotations
 
@@ -32,18 +31,20 @@ from tfrecord_pipelines.transforms.core.images import Validation
 from tfrecord_pipelines.transforms.core.units import human_bytes
 
 # µs of CPU per KB read (1 KB = 1,000 bytes), by what is done to each image.
+_PHOTOS_KB = 5.882e6            # the measured photos (the module's docstring)
+_FULL = 109.12e6 / _PHOTOS_KB   # 18.55: full validation, 109.12 CPU s
 US_PER_KB = {
-    "header": 24.95e6 / 5.882e6,    # 4.24: 24.95 CPU s for 5.882 GB of photos (the module's docstring)
-    "full": 109.12e6 / 5.882e6,     # 18.55
+    "header": 24.95e6 / _PHOTOS_KB,  # 4.24
+    "full": _FULL,
     # 30.2: full validation's rate x 49.0 / 30.1 (bench.resize, 2.37 MB photos: resized to a shorter side of 256 at
     # quality 90, against stored as they are, docs/resizing.md)
-    "resize": 109.12e6 / 5.882e6 * 49.0 / 30.1,
+    "resize": _FULL * 49.0 / 30.1,
 }
 # An incremental version's records copied from the previous one, per KB copied, the stages over every record
 # included: bench.incremental (a), 2026-11-28 (bench/results/incremental-20261128.json): the incremental runs took
 # 20.8, 22.8 and 24.5 CPU s, median 22.8, for 550 images read (64.1 MB, full validation: 1.19 s at the rate above)
-# and 49,950 records copied (5.82 GB): (22.8 - 1.19) / 5.82e6 KB.
-US_PER_KB_COPIED = (22.8e6 - 64.1e3 * 109.12e6 / 5.882e6) / 5.82e6
+# and 49,950 records copied (5.82 GB): (22.8 - 1.19) / 5.82e6 KB = 3.71.
+US_PER_KB_COPIED = (22.8e6 - 64.1e3 * _FULL) / 5.82e6
 US_PER_REMOTE_IMAGE = 1_900   # a bucket's request and download, on top (bench.gcs at 30 ms per request)
 KB_WHEN_UNSIZED = 117         # a listing without sizes (a table's rows): the measured photos' size
 
@@ -71,7 +72,7 @@ def estimate(images: int, nbytes: int, validation: Validation, resized: bool, co
     `copied` records of `copied_bytes` from a previous version."""
     sized = nbytes > 0 or images == 0
     kb = nbytes / 1000 if sized else images * KB_WHEN_UNSIZED
-    copied_kb = (copied_bytes / 1000 if copied_bytes > 0 else copied * KB_WHEN_UNSIZED) if copied else 0.0
+    copied_kb = copied_bytes / 1000 if copied_bytes > 0 else copied * KB_WHEN_UNSIZED
     work = "resize" if resized else validation.value
     # A bucket's copies are ranged reads of whole runs of records (a few requests per shard): priced as local ones.
     local = (kb * US_PER_KB[work] + copied_kb * US_PER_KB_COPIED) / 1e6
