@@ -26,7 +26,7 @@ from tfrecord_pipelines.progress_line import ProgressLine
 from tfrecord_pipelines.stderr import TracebackFilter, workers_stderr_to_log
 from tfrecord_pipelines.transforms.core import errors
 from tfrecord_pipelines.transforms.stages.publish import TooManyRejects
-from tfrecord_pipelines.transforms.storage import fsutil, layout, resume, run_lock, scratch
+from tfrecord_pipelines.transforms.storage import fsutil, layout, resume, run_lock, scratch, spill
 
 
 def check_output_path(output: str) -> None:
@@ -101,6 +101,7 @@ class Run:
                 raise _own_error(folder) or e
             finally:
                 self.worker_pids = progress.worker_pids()
+                spill.release()  # an in-process run's spill files, before their folder is removed
         return "done"
 
 

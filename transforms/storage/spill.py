@@ -18,9 +18,11 @@ twice-consumed batch reads the same records.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
+import threading
 import uuid
 from typing import Iterable, Iterator, NamedTuple, Union
 
@@ -69,44 +71,88 @@ def spill(items: Iterable, folder: str) -> Union[Batch, Spilled]:
 
 
 class SpillWriter:
-    """Several batches in one file, each readable on its own by its reference:
-    a worker that spills many small groups at once writes one file, not one
-    per group."""
+    """Batches spilled into this process's spill file of `folder`, each
+    readable on its own by its reference.
+
+    One file per process and folder, appended to by every batch and kept open
+    until the run ends (release()): a file per batch made ~740 files at 50,000
+    images, and removing them at the end took 0.25-1.8 s (a filesystem mounted
+    with `discard` waits for the disk once per file freed, longest while the
+    disk is busy taking the shards). Each batch is handed to the kernel before
+    its reference is returned, so another process reads it at once."""
 
     def __init__(self, folder: str):
         self._folder = folder
-        try:
-            if folder not in _made:
-                os.makedirs(folder, exist_ok=True)
-                _made.add(folder)
-            self._path = os.path.join(folder, f"{uuid.uuid4().hex}.spill")
-            self._f = open(self._path, "wb")
-        except OSError as e:
-            raise _spill_error(e, folder) from e
-        self._offset = 0
+        self._file = _file_of(folder)
 
     def add(self, items: list) -> Spilled:
         data = pack(items)
-        try:
-            self._f.write(data)
-        except OSError as e:
-            raise _spill_error(e, self._folder) from e
-        ref = Spilled(self._path, self._offset, len(data), len(items))
-        self._offset += len(data)
-        return ref
+        path, offset = self._file.append(data)
+        return Spilled(path, offset, len(data), len(items))
 
     def close(self) -> None:
-        try:
-            self._f.close()
-        except OSError as e:  # the buffered tail did not fit
-            raise _spill_error(e, self._folder) from e
+        pass  # each batch is in the file once added; the file itself closes with release()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        self.close()
         return False
+
+
+class _File:
+    """One process's spill file in one folder."""
+
+    def __init__(self, folder: str):
+        self.folder, self.pid = folder, os.getpid()
+        self.lock = threading.Lock()
+        try:
+            if folder not in _made:
+                os.makedirs(folder, exist_ok=True)
+                _made.add(folder)
+            self.path = os.path.join(folder, f"{uuid.uuid4().hex}.spill")
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as e:
+            raise _spill_error(e, folder) from e
+        self.offset = 0
+
+    def append(self, data: bytes) -> tuple:
+        """(path, offset) of `data`, written whole."""
+        with self.lock:
+            at, view = self.offset, memoryview(data)
+            try:
+                while view:
+                    view = view[os.write(self.fd, view):]
+            except OSError as e:
+                # What part of the batch went in is never referenced; the file goes on after it.
+                self.offset = os.lseek(self.fd, 0, os.SEEK_END)
+                raise _spill_error(e, self.folder) from e
+            self.offset += len(data)
+            return self.path, at
+
+
+_files: dict = {}  # folder: _File, this process's
+_files_lock = threading.Lock()
+
+
+def _file_of(folder: str) -> _File:
+    with _files_lock:
+        f = _files.get(folder)
+        if f is None or f.pid != os.getpid():  # a forked child writes its own file
+            f = _files[folder] = _File(folder)
+        return f
+
+
+def release() -> None:
+    """Closes this process's spill files (the run is over: nothing more is
+    spilled, and their folders are about to be removed)."""
+    with _files_lock:
+        for f in _files.values():
+            if f.pid == os.getpid():
+                with contextlib.suppress(OSError):
+                    os.close(f.fd)
+        _files.clear()
+        _made.clear()
 
 
 def load(batch: Union[Batch, list, bytes, Spilled]) -> Batch:
