@@ -56,6 +56,39 @@ def test_a_process_appends_its_batches_to_one_file(tmp_path):
     spill.release()
 
 
+def test_a_batch_that_did_not_fit_leaves_the_file_as_the_references_say(tmp_path):
+    """A real 64 KB filesystem (we run as root) fills up in the middle of a
+    batch: the run gets SpillError, and once there is room again the next
+    batch lands where its reference says, every earlier batch intact."""
+    import subprocess
+    folder = str(tmp_path / "fs")
+    os.makedirs(folder)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", folder], check=True, capture_output=True)
+    try:
+        ballast = os.path.join(folder, "ballast")
+        with open(ballast, "wb") as f:
+            f.write(b"x" * 24 * 1024)
+        spilled = os.path.join(folder, "s")
+        batches = [[Rec(rel=f"{i}/{j}.jpg" + "y" * 200, path=f"/x/{i}/{j}.jpg", size=j) for j in range(20)]
+                   for i in range(40)]
+        refs, failed = [], None
+        for b in batches:
+            try:
+                refs.append(spill.spill(b, spilled))
+            except spill.SpillError as e:
+                failed = e
+                break
+        assert failed is not None and "No space left" in str(failed) and 0 < len(refs) < len(batches)
+        os.remove(ballast)  # room again
+        after = spill.spill(batches[-1], spilled)
+        assert after.path == refs[0].path and after.offset == refs[-1].offset + refs[-1].length
+        assert [spill.load(r) for r in refs] == batches[:len(refs)] and spill.load(after) == batches[-1]
+        assert os.path.getsize(after.path) == after.offset + after.length  # nothing of the batch that failed
+    finally:
+        spill.release()
+        subprocess.run(["umount", "-l", folder], check=True)
+
+
 @pytest.fixture
 def messy_tree(tmp_path):
     root = str(tmp_path / "imgs")

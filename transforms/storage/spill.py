@@ -83,11 +83,11 @@ class SpillWriter:
 
     def __init__(self, folder: str):
         self._folder = folder
-        self._file = _file_of(folder)
+        _file_of(folder)  # a folder that cannot be written to fails here, before any batch
 
     def add(self, items: list) -> Spilled:
         data = pack(items)
-        path, offset = self._file.append(data)
+        path, offset = _file_of(self._folder).append(data)
         return Spilled(path, offset, len(data), len(items))
 
     def close(self) -> None:
@@ -114,7 +114,7 @@ class _File:
             self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
         except OSError as e:
             raise _spill_error(e, folder) from e
-        self.offset = 0
+        self.offset, self.broken = 0, False
 
     def append(self, data: bytes) -> tuple:
         """(path, offset) of `data`, written whole."""
@@ -124,11 +124,20 @@ class _File:
                 while view:
                     view = view[os.write(self.fd, view):]
             except OSError as e:
-                # What part of the batch went in is never referenced; the file goes on after it.
-                self.offset = os.lseek(self.fd, 0, os.SEEK_END)
+                self._cut_back()
                 raise _spill_error(e, self.folder) from e
             self.offset += len(data)
             return self.path, at
+
+    def _cut_back(self) -> None:
+        """The part of a batch that went in before an error, taken out again,
+        so the next batch starts where the references say; a file that cannot
+        be cut back is not written to again (the next batch starts a new one)."""
+        try:
+            os.ftruncate(self.fd, self.offset)
+            os.lseek(self.fd, self.offset, os.SEEK_SET)
+        except OSError:
+            self.broken = True
 
 
 _files: dict = {}  # folder: _File, this process's
@@ -138,7 +147,10 @@ _files_lock = threading.Lock()
 def _file_of(folder: str) -> _File:
     with _files_lock:
         f = _files.get(folder)
-        if f is None or f.pid != os.getpid():  # a forked child writes its own file
+        if f is not None and f.broken and f.pid == os.getpid():
+            with contextlib.suppress(OSError):
+                os.close(f.fd)
+        if f is None or f.pid != os.getpid() or f.broken:  # a forked child writes its own file
             f = _files[folder] = _File(folder)
         return f
 
