@@ -33,9 +33,6 @@ from tfrecord_pipelines.transforms.core.errors import ConversionError
 from tfrecord_pipelines.transforms.core.records import Batch, pack, unpack
 
 
-_made: set = set()  # spill folders this process made
-
-
 class SpillError(ConversionError, RuntimeError):
     """A spill file could not be written (a full disk): it says which disk, which
     is not --output's when the output is a bucket."""
@@ -107,9 +104,7 @@ class _File:
         self.folder, self.pid = folder, os.getpid()
         self.lock = threading.Lock()
         try:
-            if folder not in _made:
-                os.makedirs(folder, exist_ok=True)
-                _made.add(folder)
+            os.makedirs(folder, exist_ok=True)  # once per process and folder
             self.path = os.path.join(folder, f"{uuid.uuid4().hex}.spill")
             self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
         except OSError as e:
@@ -147,11 +142,12 @@ _files_lock = threading.Lock()
 def _file_of(folder: str) -> _File:
     with _files_lock:
         f = _files.get(folder)
-        if f is not None and f.broken and f.pid == os.getpid():
+        if f is not None and f.pid == os.getpid():  # not a forked parent's: a child writes its own
+            if not f.broken:
+                return f
             with contextlib.suppress(OSError):
                 os.close(f.fd)
-        if f is None or f.pid != os.getpid() or f.broken:  # a forked child writes its own file
-            f = _files[folder] = _File(folder)
+        f = _files[folder] = _File(folder)
         return f
 
 
@@ -164,7 +160,6 @@ def release() -> None:
                 with contextlib.suppress(OSError):
                     os.close(f.fd)
         _files.clear()
-        _made.clear()
 
 
 def load(batch: Union[Batch, list, bytes, Spilled]) -> Batch:
