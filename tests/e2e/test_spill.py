@@ -26,8 +26,8 @@ def test_spill_round_trip(tmp_path):
     assert spill.load(ref) == recs and spill.load(ref) == recs  # read, not consumed
     assert spill.spill(ref, str(tmp_path / "s")) is ref
     assert spill.spill(recs, "") == recs  # no folder: the batch itself
-    with spill.SpillWriter(str(tmp_path / "s")) as w:
-        a, b = w.add(recs[:2]), w.add([Reject("x", "missing", "gone")])
+    put = spill.putter(str(tmp_path / "s"))
+    a, b = put(recs[:2]), put([Reject("x", "missing", "gone")])
     assert a.path == b.path and spill.load(a) == recs[:2] and spill.load(b)[0].reason == "missing"
 
 
@@ -42,8 +42,7 @@ def test_a_process_appends_its_batches_to_one_file(tmp_path):
     folder = str(tmp_path / "s")
     batches = [[Rec(rel=f"{i}/{j}.jpg", path=f"/x/{i}/{j}.jpg", size=j) for j in range(i + 1)] for i in range(40)]
     refs = [spill.spill(b, folder) for b in batches]
-    with spill.SpillWriter(folder) as w:
-        refs.append(w.add(batches[0]))
+    refs.append(spill.put(batches[0], folder))
     assert len({r.path for r in refs}) == 1 and os.listdir(folder) == [os.path.basename(refs[0].path)]
     assert [spill.load(r) for r in refs] == batches + batches[:1]  # each batch read back on its own
     with multiprocessing.get_context("fork").Pool(1) as pool:  # a forked worker writes a file of its own

@@ -31,7 +31,7 @@ import collections
 import apache_beam as beam
 
 from tfrecord_pipelines.transforms.core import quality
-from tfrecord_pipelines.transforms.core.records import Batch, pack
+from tfrecord_pipelines.transforms.core.records import Batch
 from tfrecord_pipelines.transforms.core.specs import QualitySpec
 from tfrecord_pipelines.transforms.storage import spill
 from tfrecord_pipelines.transforms.storage.unsized import Unsized, unwrap
@@ -64,14 +64,9 @@ class _ScatterFn(beam.DoFn):
         if self._near:
             groups.update(((NEAR, *k), idx) for k, idx in quality.near_keys(cols, NEAR_SUB_BITS).items())
         # On a local run the groups wait for the GroupByKey in a spill file, not in the runner.
-        writer = spill.SpillWriter(self._spill_dir) if self._spill_dir and groups else None
-        put = writer.add if writer else pack
-        try:
-            for k, idx in sorted(groups.items()):
-                yield k, put([cols.take(idx)])
-        finally:
-            if writer:
-                writer.close()
+        put = spill.putter(self._spill_dir)
+        for k, idx in sorted(groups.items()):
+            yield k, put([cols.take(idx)])
 
 
 def check_group(key, values, max_distance: int):

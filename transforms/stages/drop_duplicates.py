@@ -22,7 +22,7 @@ import apache_beam as beam
 
 from tfrecord_pipelines.transforms.core import quality
 from tfrecord_pipelines.transforms.core.annotations import IN_REJECTED, boxes_in
-from tfrecord_pipelines.transforms.core.records import Batch, Reason, pack, reject
+from tfrecord_pipelines.transforms.core.records import Batch, Reason, reject
 from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS, STATS, DuplicatePolicy
 from tfrecord_pipelines.transforms.storage import spill
 
@@ -34,10 +34,8 @@ def _by_bucket(batch, spill_dir: str = ""):
     groups = collections.defaultdict(list)
     for rec in spill.load(batch):
         groups[rec.sha256[:BUCKET_CHARS]].append(rec)
-    if not spill_dir:
-        return [(k, pack(v)) for k, v in sorted(groups.items())]
-    with spill.SpillWriter(spill_dir) as w:  # a local run: the groups wait in a spill file, not in the runner
-        return [(k, w.add(v)) for k, v in sorted(groups.items())]
+    put = spill.putter(spill_dir)  # a local run: the groups wait in a spill file, not in the runner
+    return [(k, put(v)) for k, v in sorted(groups.items())]
 
 
 def as_row(rec) -> quality.Row:

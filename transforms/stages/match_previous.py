@@ -26,19 +26,12 @@ import logging
 import apache_beam as beam
 
 from tfrecord_pipelines.transforms.core import provenance, sharding
-from tfrecord_pipelines.transforms.core.records import Batch, pack
+from tfrecord_pipelines.transforms.core.records import Batch
 from tfrecord_pipelines.transforms.core.specs import DEFAULT_IO_TIMEOUT, RECORDS, STATS
 from tfrecord_pipelines.transforms.storage import previous, spill
 
 ENTRIES, RECS = "p", "r"
 log = logging.getLogger(__name__)
-
-
-def _put(spill_dir: str):
-    if not spill_dir:
-        return None, pack
-    w = spill.SpillWriter(spill_dir)
-    return w, w.add
 
 
 class _ReadProvenanceFn(beam.DoFn):
@@ -59,13 +52,9 @@ class _ReadProvenanceFn(beam.DoFn):
         for e in entries:
             groups[(shard.split, sharding.bucket_of(sharding.shuffle_key(self._seed, e.rel)))].append(
                 (shard.name, *e))
-        writer, put = _put(self._spill_dir)
-        try:
-            for key, items in sorted(groups.items()):
-                yield key, (ENTRIES, put(items))
-        finally:
-            if writer:
-                writer.close()
+        put = spill.putter(self._spill_dir)
+        for key, items in sorted(groups.items()):
+            yield key, (ENTRIES, put(items))
 
 
 class _RecordsByBucketFn(spill.Gather):
@@ -82,12 +71,8 @@ class _RecordsByBucketFn(spill.Gather):
         return rec.split, sharding.bucket_of(rec.key)
 
     def emit(self, groups: dict) -> list:
-        writer, put = _put(self._spill_dir)
-        try:
-            return [(k, (RECS, put(recs))) for k, recs in sorted(groups.items())]
-        finally:
-            if writer:
-                writer.close()
+        put = spill.putter(self._spill_dir)
+        return [(k, (RECS, put(recs))) for k, recs in sorted(groups.items())]
 
 
 def match(recs: list, entries: list, after_ns: int) -> tuple:

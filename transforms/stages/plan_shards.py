@@ -19,7 +19,6 @@ Output: shards  ((split, index, num_shards), [packed [(position, Rec), ...], ...
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import operator
 from typing import Iterable, Optional
@@ -38,17 +37,8 @@ def by_bucket(groups: dict, spill_dir: str = "") -> list:
     reference)) for each group; spilled groups share one file."""
     # A size the listing did not give (-1) counts as 0: such runs plan by
     # --num_shards, or validate first (pipelines/parse.py).
-    with _packer(spill_dir) as put:
-        return [(k, (len(recs), sum(max(r.size, 0) for r in recs), put(recs))) for k, recs in sorted(groups.items())]
-
-
-@contextlib.contextmanager
-def _packer(spill_dir: str):
-    if not spill_dir:
-        yield pack
-        return
-    with spill.SpillWriter(spill_dir) as w:
-        yield w.add
+    put = spill.putter(spill_dir)
+    return [(k, (len(recs), sum(max(r.size, 0) for r in recs), put(recs))) for k, recs in sorted(groups.items())]
 
 
 class _ByBucketFn(spill.Gather):
@@ -97,9 +87,9 @@ def _assign(element: tuple, plans: dict, spill_dir: str = "", after_ns: Optional
         return out
     recs.sort(key=_KEY_ORDER)
     plan = plans[split]
-    with _packer(spill_dir) as put:
-        return out + [((split, shard, plan.num_shards), put(items))
-                      for shard, items in sharding.assign_shards(split, bucket, recs, plan).items()]
+    put = spill.putter(spill_dir)
+    return out + [((split, shard, plan.num_shards), put(items))
+                  for shard, items in sharding.assign_shards(split, bucket, recs, plan).items()]
 
 
 def _every_shard(plans: dict) -> list:

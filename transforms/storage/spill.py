@@ -19,6 +19,7 @@ twice-consumed batch reads the same records.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import pickle
@@ -56,20 +57,19 @@ class Spilled(NamedTuple):
 
 
 def spill(items: Iterable, folder: str) -> Union[Batch, Spilled]:
-    """The batch written to its own spill file (a reference), or, with no
-    folder, the batch itself."""
+    """The batch put into this process's spill file of `folder` (a
+    reference), or, with no folder, the batch itself."""
     if isinstance(items, Spilled):
         return items
     items = load(items)
     if not folder:
         return items
-    with SpillWriter(folder) as w:
-        return w.add(items)
+    return put(items, folder)
 
 
-class SpillWriter:
-    """Batches spilled into this process's spill file of `folder`, each
-    readable on its own by its reference.
+def put(items: list, folder: str) -> Spilled:
+    """`items` appended to this process's spill file of `folder`, readable on
+    its own by the reference returned.
 
     One file per process and folder, appended to by every batch and kept open
     until the run ends (release()): a file per batch made ~740 files at 50,000
@@ -77,24 +77,15 @@ class SpillWriter:
     with `discard` waits for the disk once per file freed, longest while the
     disk is busy taking the shards). Each batch is handed to the kernel before
     its reference is returned, so another process reads it at once."""
+    data = pack(items)
+    path, offset = _file_of(folder).append(data)
+    return Spilled(path, offset, len(data), len(items))
 
-    def __init__(self, folder: str):
-        self._folder = folder
-        _file_of(folder)  # a folder that cannot be written to fails here, before any batch
 
-    def add(self, items: list) -> Spilled:
-        data = pack(items)
-        path, offset = _file_of(self._folder).append(data)
-        return Spilled(path, offset, len(data), len(items))
-
-    def close(self) -> None:
-        pass  # each batch is in the file once added; the file itself closes with release()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
+def putter(folder: str):
+    """How a stage hands on a batch that waits at a barrier: put into the
+    spill folder on a local run, else packed (records.pack)."""
+    return functools.partial(put, folder=folder) if folder else pack
 
 
 class _File:
@@ -226,8 +217,8 @@ class Gather(beam.DoFn):
 
 
 class _BucketFn(Gather):
-    """(key, value) pairs gathered by bucket across a bundle and spilled, one
-    file per flush: only (bucket, reference) pairs cross the runner."""
+    """(key, value) pairs gathered by bucket across a bundle and spilled, a
+    batch per bucket and flush: only (bucket, reference) pairs cross the runner."""
 
     def __init__(self, spill_dir: str, buckets: int, flush: int = 20000, batched: bool = False):
         super().__init__(flush)
@@ -240,8 +231,7 @@ class _BucketFn(Gather):
         return bucket_of(pair[0], self._buckets)
 
     def emit(self, groups: dict) -> list:
-        with SpillWriter(self._spill_dir) as w:
-            return [(b, w.add(pairs)) for b, pairs in sorted(groups.items())]
+        return [(b, put(pairs, self._spill_dir)) for b, pairs in sorted(groups.items())]
 
 
 def _regroup(bucket: int, refs) -> Iterator[tuple]:
