@@ -102,3 +102,36 @@ def test_a_failing_producer_keeps_its_own_error(tmp_path):
             f.write(b"abc")
             raise KeyError("the producer's")
     assert threading.active_count() == before
+
+
+def test_a_flush_puts_every_byte_in_the_file_before_a_direct_write(tmp_path):
+    """What the kernel copies into the file through its descriptor lands after
+    every byte written before the flush, whether the thread was idle (the
+    flush writes them itself) or busy with a hand-over of its own."""
+    path = tmp_path / "f"
+    big = os.urandom(write_behind.BATCH + 5)  # handed over to the thread at once
+    with WriteBehind(str(path)) as f:
+        f.write(b"small")  # waits in the pieces: the thread is idle at the flush
+        f.flush()
+        assert os.pread(f.fileno(), 100, 0) == b"small"
+        os.write(f.fileno(), b"|direct|")
+        f.write(big)
+        f.write(b"tail")
+        f.flush()
+        os.write(f.fileno(), b"|again|")
+        f.write(b"end")
+    assert path.read_bytes() == b"small|direct|" + big + b"tail|again|end"
+
+
+def test_a_flush_that_fails_keeps_failing():
+    """A flush written on the caller's thread raises the disk's error, and
+    nothing is accepted quietly after it."""
+    f = WriteBehind("/dev/full")
+    f.write(b"x" * 100)
+    with pytest.raises(OSError) as e:
+        f.flush()
+    assert e.value.errno == errno.ENOSPC
+    with pytest.raises(OSError):
+        f.write(b"more")
+    with pytest.raises(OSError):
+        f.close()
