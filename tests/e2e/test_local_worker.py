@@ -76,3 +76,26 @@ def test_the_zygote_goes_when_the_command_dies():
             pass
         time.sleep(0.1)
     raise AssertionError("the zygote outlived its command")
+
+
+def test_each_client_gets_its_workers_exit_status():
+    """The zygote hands each client its worker's exit status (woken by the
+    worker's exit, not by its poll), one worker after another: here workers
+    that fail at once, started without the runner's addresses."""
+    code = ("import os, time; from tfrecord_pipelines import local_worker as w; w.start_zygote(); "
+            "print(os.environ[w.ENV], flush=True); time.sleep(600)")
+    parent = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=dict(os.environ, TFRECORDS_FORK_WORKERS="1"))
+    try:
+        sock = parent.stdout.readline().strip()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CONTROL_API", "LOGGING_API", "PIPELINE_OPTIONS"))}
+        env["TFRECORDS_WORKER_ZYGOTE"] = sock
+        for _ in range(3):
+            client = subprocess.run([sys.executable, "-m", "tfrecord_pipelines.local_worker"], cwd=ROOT, env=env,
+                                    capture_output=True, text=True, timeout=300)
+            assert client.returncode == 1, client.stderr  # the worker's own status, passed on by the zygote
+            assert client.stderr == ""  # the client did not run the worker itself
+    finally:
+        parent.kill()
+        _, err = parent.communicate()
+    assert err.count("KeyError: 'CONTROL_API_SERVICE_DESCRIPTOR'") == 3  # each worker ran in a fork of the zygote
