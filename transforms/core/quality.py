@@ -372,7 +372,14 @@ def near_summary(cols: Columns, band: int, max_distance: int) -> tuple:
     ex = []
     if pairs:
         # The first MAX_EXAMPLES in _pair_order: cross-split first, then the closest, then by paths.
-        top = np.lexsort((ib, ia, d, same))[:MAX_EXAMPLES]
+        # Only pairs up to the (same split, distance) class where the first MAX_EXAMPLES end can be among them:
+        # the full order is taken of those (a lexsort of every pair took a fifth of the check).
+        sel = np.arange(pairs)
+        if pairs > MAX_EXAMPLES:
+            rank = same.astype(np.int64) * 256 + d.astype(np.int64)
+            cut = int(np.searchsorted(np.cumsum(np.bincount(rank)), MAX_EXAMPLES))
+            sel = np.flatnonzero(rank <= cut)
+        top = sel[np.lexsort((ib[sel], ia[sel], d[sel], same[sel]))][:MAX_EXAMPLES]
         used, side = np.unique(np.concatenate([ia[top], ib[top]]), return_inverse=True)
         ex = Pairs(d[top].tolist(), side[:len(top)].tolist(), side[len(top):].tolist(),
                    cols.take(order[used].tolist()))
