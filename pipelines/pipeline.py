@@ -86,7 +86,7 @@ class PrepareRecords(beam.PTransform):
             # Not spilled first: the runner fuses this step with the split's (its side input, the run's
             # fingerprint, comes from the listing and the label map, never from downstream of the split), so
             # no batch waits in the runner here. Spilled, every record was packed and unpacked once more for
-            # nothing: 0.2 CPU s at 50,000 images (2 x 6 alternating incremental runs, 2026-11-29).
+            # nothing: 0.2-0.8 CPU s more at 50,000 images (medians of 2 x 6 alternating incremental runs).
             records = records | "SkipIfUnchanged" >> beam.FlatMap(
                 lambda b, run_fp: [] if fingerprint.unchanged(run_fp, out.previous_fingerprint) else [b],
                 beam.pvalue.AsSingleton(fp))

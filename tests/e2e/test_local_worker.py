@@ -79,8 +79,8 @@ def test_the_zygote_goes_when_the_command_dies():
 
 
 def test_each_client_gets_its_workers_exit_status():
-    """The zygote hands each client its worker's exit status (woken by the
-    worker's exit, not by its poll), one worker after another: here workers
+    """The zygote hands each client its own worker's exit status, one worker
+    after another (its loop is woken by each worker's exit): here workers
     that fail at once, started without the runner's addresses."""
     code = ("import os, time; from tfrecord_pipelines import local_worker as w; w.start_zygote(); "
             "print(os.environ[w.ENV], flush=True); time.sleep(600)")
