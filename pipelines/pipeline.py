@@ -121,7 +121,7 @@ class PrepareRecords(beam.PTransform):
                                  dedup.get(REJECTS)) if pc is not None]
         stats = [pc for pc in (listed[STATS], split.get(STATS), dedup.get(STATS), *more_stats) if pc is not None]
         return {RECORDS: records, "label_map": labeled["label_map"], "fingerprint": fp,
-                REJECTS: ([_spilled(pc, f"SpillRejects{i}", spill_dir) for i, pc in enumerate(rejects)]
+                REJECTS: ([spill.spilled(pc, f"SpillRejects{i}", spill_dir) for i, pc in enumerate(rejects)]
                           | "AllRejects" >> beam.Flatten()),
                 STATS: stats | "AllStats" >> beam.Flatten(),
                 **{k: dedup[k] for k in ("groups", "removed") if dedup}}
@@ -151,7 +151,7 @@ class WriteDataset(beam.PTransform):
             write_spec(cfg, staging, self._progress_dir), prepared["label_map"], prepared["fingerprint"])
         # ShardResult(name, temp path, records, bytes, crc32c); rejects (validation's, with one read);
         # stats: box counts (--annotations)
-        rejects = ((prepared[REJECTS], _spilled(written[REJECTS], "SpillWriteRejects", spill_dir))
+        rejects = ((prepared[REJECTS], spill.spilled(written[REJECTS], "SpillWriteRejects", spill_dir))
                    | "AllRejects" >> beam.Flatten())
         spec = PublishSpec(out, staging, cfg.shards.compression, cfg.describe(), options_digest(cfg), __version__,
                            cfg.max_reject_fraction, allow_empty=cfg.allow_empty, allow_shrink=cfg.allow_shrink,
@@ -298,14 +298,9 @@ def assign_labels(listing, listed, cfg: ConvertConfig, spill_dir: str = ""):
     --annotations the records are labelled already (their boxes' classes) and
     the label map is ListAnnotations' (categories.py)."""
     if cfg.detection is not None:
-        return {RECORDS: _spilled(listing, "SpillListing", spill_dir), "label_map": listed["label_map"],
+        return {RECORDS: spill.spilled(listing, "SpillListing", spill_dir), "label_map": listed["label_map"],
                 REJECTS: None}
     return listing | "AssignLabels" >> AssignLabels(cfg.labels, cfg.inputs.extra_columns, spill_dir)
-
-
-def _spilled(batches, label: str, spill_dir: str):
-    """The batches as spill references where a barrier follows (local runs)."""
-    return batches | label >> beam.Map(spill.spill, spill_dir) if spill_dir else batches
 
 
 def why_not_near(cfg: ConvertConfig) -> str:

@@ -81,8 +81,7 @@ class AssignLabels(beam.PTransform):
         spec = self._spec
         label_map = (batches | "LabelStats" >> beam.CombineGlobally(_StatsFn(spec))
                      | "LabelMap" >> beam.Map(labels.build_label_map, spec, self._extra_columns))
-        if self._spill_dir:
-            batches = batches | "Spill" >> beam.Map(spill.spill, self._spill_dir)
+        batches = spill.spilled(batches, "Spill", self._spill_dir)
         out = batches | "Assign" >> beam.ParDo(
             _AssignFn(spec), beam.pvalue.AsSingleton(label_map)).with_outputs(REJECTS, main=RECORDS)
         return {RECORDS: out[RECORDS], REJECTS: out[REJECTS], "label_map": label_map}

@@ -104,9 +104,7 @@ class Split(beam.PTransform):
             REJECTS, main=RECORDS)
         result = {RECORDS: out[RECORDS], REJECTS: out[REJECTS]}
         if self._cap:
-            records = out[RECORDS]
-            if self._spill_dir:
-                records = records | "Spill" >> beam.Map(spill.spill, self._spill_dir)
+            records = spill.spilled(out[RECORDS], "Spill", self._spill_dir)
             # The cap-th smallest (key, rel) of each split: a combine of size cap.
             thresholds = (records
                           | "Keys" >> beam.FlatMap(lambda b: [(r.split, (r.key, r.rel)) for r in spill.load(b)])

@@ -67,6 +67,12 @@ def spill(items: Iterable, folder: str) -> Union[Batch, Spilled]:
     return put(items, folder)
 
 
+def spilled(batches, label: str, folder: str):
+    """The PCollection of batches as spill references, for a step where a
+    barrier follows (a side input, a GroupByKey); unchanged with no folder."""
+    return batches | label >> beam.Map(spill, folder) if folder else batches
+
+
 def put(items: list, folder: str) -> Spilled:
     """`items` appended to this process's spill file of `folder`, readable on
     its own by the reference returned.
