@@ -29,10 +29,10 @@ tools:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium)
 
 # The suite on a process per core (pytest-xdist), then its multi-process runs again on Beam's own worker processes
-# (the fallback when the zygote is off or Beam's version untested: pipelines/runtime.py).
+# (the fallback when the zygote is off or Beam's version untested: pipelines/run/runtime.py).
 test: $(STAMP) tools
 	$(PY) -m pytest -q -n $(TEST_PROCS) tests
-	TFRECORDS_FORK_WORKERS=0 $(PY) -m pytest -q -m workers tests
+	TFRECORDS_SPEEDUPS=0 $(PY) -m pytest -q -m workers tests
 
 # MkDocs with Material; mkdocstrings renders docs/reference.md from the docstrings.
 docs: $(STAMP)

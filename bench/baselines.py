@@ -161,7 +161,7 @@ def beam_floor(items, out: str) -> int:
     the number of images the pipeline saw."""
     import logging
 
-    from tfrecord_pipelines import beam_shortcuts, lean_beam
+    from tfrecord_pipelines.speed import shortcuts as beam_shortcuts, lean_import as lean_beam
     lean_beam.import_lean()
     import apache_beam as beam
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner

@@ -23,7 +23,7 @@ after a wait for a quiet machine, as in bench/run.py; medians are printed:
      count, CPU, life, and the heavy modules it imported.
 
 Variants: default (what the converter decides: in-process for a small input,
-pipelines/small_run.py), in_process (--direct_running_mode in_memory), workers
+pipelines/run/small_run.py), in_process (--direct_running_mode in_memory), workers
 (--direct_running_mode multi_processing: worker processes on every core),
 whole_beam (default with TFRECORDS_LEAN_IMPORT=0: Beam imported whole), and
 the baselines python (`python -c pass`), tutorial (bench/baselines.py's

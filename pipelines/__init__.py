@@ -25,9 +25,10 @@ from tfrecord_pipelines.transforms.core.errors import (ConversionError, OutputEr
 _COMMANDS = ("convert", "check", "verify", "report", "spec")
 # name -> module holding it, imported on first use (PEP 562)
 _LAZY = {
-    "options_help": "api", "load": "load",
-    "ConversionResult": "results", "CheckResult": "results", "VerifyResult": "results", "ReportResult": "results",
-    "ToRecords": "ptransforms", "WriteDataset": "ptransforms", "beam_config": "ptransforms",
+    "options_help": "api", "load": "api.load",
+    "ConversionResult": "api.results", "CheckResult": "api.results", "VerifyResult": "api.results",
+    "ReportResult": "api.results",
+    "ToRecords": "api.ptransforms", "WriteDataset": "api.ptransforms", "beam_config": "api.ptransforms",
     "TooManyRejects": "transforms.stages.publish", "LockHeld": "transforms.storage.run_lock",
     "LockLost": "transforms.storage.run_lock", "TableError": "transforms.core.tables",
 }
@@ -62,7 +63,7 @@ class _ApiFunction:
 
         from tfrecord_pipelines import api
         if self.__name__ in ("convert", "check"):
-            from tfrecord_pipelines.keywords import signature
+            from tfrecord_pipelines.options.keywords import signature
             return signature([inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d)
                               for n, d in (("progress", None), ("verbose", False))])
         return inspect.signature(getattr(api, self.__name__))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from tfrecord_pipelines.process import exit_now, one_line_failure
+from tfrecord_pipelines.console.process import exit_now, one_line_failure
 
 USAGE = """usage: tfrecords COMMAND [options]
        tfrecords --version
@@ -34,8 +34,6 @@ def main(argv=None) -> None:
         sys.exit(0)
     cmd, rest = argv[0], argv[1:]
     if cmd in ("convert", "check"):
-        from tfrecord_pipelines import runtime
-        runtime.prestart(rest)  # the workers' zygote imports while we import Beam
         if cmd == "convert":
             from tfrecord_pipelines.commands import convert
             exit_now(convert.run(rest, prog="tfrecords convert"))

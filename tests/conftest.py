@@ -26,7 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 def pytest_collection_modifyitems(config, items):
     """Marks `workers` the tests that run worker processes (a multi-process
     local run): `make test` runs them a second time with the workers' zygote
-    off, as Beam's own worker processes (pipelines/runtime.py)."""
+    off, as Beam's own worker processes (pipelines/run/runtime.py)."""
     import inspect
     for item in items:
         fn = getattr(item, "function", None)
@@ -105,7 +105,7 @@ def convert(*args, in_memory: bool = True) -> int:
     """Runs a conversion in this process on the local runner: in Beam's
     in_memory mode, or (in_memory=False) with worker processes on all cores,
     even for an input small enough to run in-process by default
-    (pipelines/small_run.py)."""
+    (pipelines/run/small_run.py)."""
     from tfrecord_pipelines.commands.convert import run
     extra = ["--progress", "off"]
     if in_memory and not any(str(a).startswith("--direct_running_mode") for a in args):

@@ -9,6 +9,8 @@ import tempfile
 
 import pytest
 
+from gcs_server import TOKEN_PATH
+
 BUCKET = "tfrecords-test"
 
 
@@ -27,13 +29,35 @@ def start_emulator(bucket: str = BUCKET):
     return proc, f"http://127.0.0.1:{int(line.split()[1])}"
 
 
-def point_clients_at(url: str) -> None:
-    """Every client (ours, Beam's, the workers' started after this) talks to `url`."""
+def point_clients_at(url: str, token_url: str = "") -> None:
+    """Every client (ours, Beam's, the workers' started after this) talks to
+    `url`. Beam's clients look for Google credentials first, and retry for
+    ~30 s when there are none: they find a service account's key file (a key
+    made here) whose token endpoint is the emulator's (tests/gcs_server.py),
+    so they get a token at once, as with a user's own credentials."""
     os.environ["STORAGE_EMULATOR_HOST"] = url
     os.environ["GOOGLE_CLOUD_PROJECT"] = "test-project"
+    if token_url:
+        os.environ["GOOGLE_APPLICATION_CREDENTIALS"] = _credentials_file(token_url)
     from tfrecord_pipelines.transforms.storage import fsutil
-    fsutil._anonymous_gcs_for_emulator()  # this process imported fsutil before the variable was set
     fsutil.reset_clients()
+
+
+def _credentials_file(token_url: str) -> str:
+    import json
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    folder = tempfile.mkdtemp(prefix="tfrecords-test-credentials-")
+    path = os.path.join(folder, "credentials.json")
+    with open(path, "w") as f:
+        json.dump({"type": "service_account", "project_id": "test-project", "private_key_id": "tests",
+                   "private_key": pem, "client_email": "tests@test-project.iam.gserviceaccount.com",
+                   "client_id": "1", "token_uri": token_url}, f)
+    return path
 
 
 @pytest.fixture(scope="session")
@@ -41,8 +65,9 @@ def gcs():
     """Starts the emulator and points every client (ours, Beam's, the workers')
     at it with STORAGE_EMULATOR_HOST. Yields the test bucket's name."""
     proc, url = start_emulator()
-    old = {k: os.environ.get(k) for k in ("STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
-    point_clients_at(url)
+    old = {k: os.environ.get(k) for k in ("STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT",
+                                          "GOOGLE_APPLICATION_CREDENTIALS")}
+    point_clients_at(url, url + TOKEN_PATH)
     try:
         yield BUCKET
     finally:

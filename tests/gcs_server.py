@@ -23,6 +23,7 @@ from gcp_storage_emulator.handlers import buckets
 from gcp_storage_emulator.storage import Storage
 
 _LOCK = threading.Lock()
+TOKEN_PATH = "/tests/token"
 
 
 class _Handler(emu.RequestHandler):
@@ -40,12 +41,29 @@ class _Handler(emu.RequestHandler):
             return
         if not self.parse_request():
             return
+        if self.command == "POST" and self.path == TOKEN_PATH:
+            self._token()
+            return
         method = getattr(self, "do_" + self.command, None)
         if method is None:
             self.send_error(501)
             return
         with _LOCK:
             method()
+        self.wfile.flush()
+
+
+    def _token(self) -> None:
+        """An OAuth token endpoint for the tests' credentials (gcs_emulator.py
+        writes them): every refresh gets a token the emulator never checks."""
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        body = b'{"access_token": "test-token", "token_type": "Bearer", "expires_in": 3600}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
         self.wfile.flush()
 
 

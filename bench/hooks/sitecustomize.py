@@ -169,13 +169,13 @@ if _FOLDER:
     def _patch(name: str, module) -> None:
         if name in HEAVY:
             event(f"imported {name}")
-        if name == "tfrecord_pipelines.runtime":
+        if name == "tfrecord_pipelines.run.runtime":
             _wrap(module, "quiet_beam_logs", "configure")  # the first thing convert._run does
             _wrap(module, "choose_runner", "choose runner")
-        elif name == "tfrecord_pipelines.lifecycle":
+        elif name == "tfrecord_pipelines.run.lifecycle":
             _wrap(module, "locked", "lock")
             _wrap(module.Run, "execute", "execute")
-        elif name == "tfrecord_pipelines.pipeline":
+        elif name == "tfrecord_pipelines.run.pipeline":
             _wrap(module, "build_pipeline", "build pipeline")
         elif name == "apache_beam.pipeline":
             _wrap(module.Pipeline, "run", "pipeline run")
@@ -186,16 +186,16 @@ if _FOLDER:
             _wrap(module, "publish", "publish")
         elif name == "tfrecord_pipelines.transforms.storage.report_data":
             _wrap(module, "write_report_safely", "report")
-        elif name == "tfrecord_pipelines.summary":
+        elif name == "tfrecord_pipelines.console.summary":
             _wrap(module, "print_summary", "summary")
-        elif name == "tfrecord_pipelines.local_worker":
+        elif name == "tfrecord_pipelines.speed.zygote":
             _wrap(module, "preload", "zygote preload")
 
-    WATCH = set(HEAVY) | {"tfrecord_pipelines.runtime", "tfrecord_pipelines.lifecycle", "tfrecord_pipelines.pipeline",
+    WATCH = set(HEAVY) | {"tfrecord_pipelines.run.runtime", "tfrecord_pipelines.run.lifecycle", "tfrecord_pipelines.run.pipeline",
                           "apache_beam.pipeline", "apache_beam.runners.portability.fn_api_runner.fn_runner",
                           "tfrecord_pipelines.transforms.stages.publish",
-                          "tfrecord_pipelines.transforms.storage.report_data", "tfrecord_pipelines.summary",
-                          "tfrecord_pipelines.local_worker"}
+                          "tfrecord_pipelines.transforms.storage.report_data", "tfrecord_pipelines.console.summary",
+                          "tfrecord_pipelines.speed.zygote"}
 
     class _Finder(importlib.abc.MetaPathFinder):
         """Wraps the loader of a watched module so _patch runs once it is executed."""

@@ -49,13 +49,13 @@ INT_RE = r"^\s*[-+]?[0-9]+\s*$"
 FLOAT_RE = r"^\s*[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*$"
 BOOL_RE = "^(true|false)$"
 REGEXES = {
-    # tfrecord_pipelines.parse.parse_size: a number and an optional unit (B, KB, MB, GB, TB, KiB, ..., K, M, G)
+    # tfrecord_pipelines.options.parse.parse_size: a number and an optional unit (B, KB, MB, GB, TB, KiB, ..., K, M, G)
     "shard_size": r"^\s*[0-9]+(\.[0-9]+)?\s*([KMGTkmgt][iI]?[bB]|[KMGkmg]|[bB])?\s*$",
     # auto, N, or SPLIT=N,SPLIT=N
     "num_shards": rf"^\s*([Aa][Uu][Tt][Oo]|[0-9]+|{NAME_RE}\s*=\s*[0-9]+(\s*,\s*{NAME_RE}\s*=\s*[0-9]+)*\s*,?)?\s*$",
     # auto, folders, column, a split name, or NAME=FRACTION,...
     "split": rf"^\s*({NAME_RE}|{NAME_RE}\s*=\s*[0-9.eE+-]+(\s*,\s*{NAME_RE}\s*=\s*[0-9.eE+-]+)*\s*,?)\s*$",
-    # tfrecord_pipelines.versions.VERSION_NAME, or empty for the UTC time
+    # tfrecord_pipelines.outputs.versions.VERSION_NAME, or empty for the UTC time
     "version": r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,127})?$",
 }
 LABELS = {

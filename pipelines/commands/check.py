@@ -13,7 +13,7 @@ manifest (the staging folder of a local run is removed at its end, as for
 convert). Exit status: 0, or 1 when a conversion with these options would be
 refused (for its rejects, or as an empty or shrunken dataset), after writing the report.
 
-The graph is pipelines/pipeline.py's up to validation; the CheckReport stage
+The graph is pipelines/run/pipeline.py's up to validation; the CheckReport stage
 (transforms/stages/check_report.py) replaces PlanShards, WriteShards and Publish.
 """
 from __future__ import annotations

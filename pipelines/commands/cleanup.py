@@ -2,7 +2,7 @@
 
 A run removes its scratch files when it ends, however it fails; a run killed
 with SIGKILL (or a machine that lost power) cannot. The next conversion on
-this machine removes them too (pipelines/lifecycle.py); this command does it
+this machine removes them too (pipelines/run/lifecycle.py); this command does it
 now, and for outputs no run will write into again:
 
 * in this machine's temp folder (TMPDIR): the scratch folders of runs whose
@@ -20,8 +20,10 @@ import argparse
 import sys
 from typing import Optional
 
-from tfrecord_pipelines import lifecycle, process
-from tfrecord_pipelines.leftovers import clean_output
+from tfrecord_pipelines.run import lifecycle
+
+from tfrecord_pipelines.console import process
+from tfrecord_pipelines.outputs.leftovers import clean_output
 from tfrecord_pipelines.transforms.storage import fsutil, run_lock
 
 

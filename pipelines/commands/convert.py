@@ -10,27 +10,34 @@ from __future__ import annotations
 import sys
 from typing import Optional
 
-from apache_beam.options.pipeline_options import PipelineOptions
+from tfrecord_pipelines import speed
 
-from tfrecord_pipelines import conversion, lifecycle, offline, process, runtime, summary
+from tfrecord_pipelines.console import process
 from tfrecord_pipelines._version import __version__
-from tfrecord_pipelines.config import ConvertConfig
-from tfrecord_pipelines.options import check_flags, help_parser
-from tfrecord_pipelines.parse import UsageError
-from tfrecord_pipelines.transforms.storage import run_lock
+from tfrecord_pipelines.run.plan import Plan
 
 
 def run(argv: Optional[list] = None, prog: str = "python -m tfrecord_pipelines.convert",
         check_only: bool = False) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        return _run(argv, prog, check_only)
-    finally:
-        runtime.stop()
+    """The command in a fresh process: its plan decided from the arguments
+    before Beam is imported, then the run with the speed layer applied
+    (pipelines/speed/) as the plan allows."""
+    argv = _bare_dry_run(list(sys.argv[1:] if argv is None else argv))
+    plan = Plan.from_argv(argv, command_line=True)
+    with speed.applied(plan.speed):
+        return _run(argv, prog, check_only, plan)
 
 
-def _run(argv: list, prog: str, check_only: bool = False) -> int:
-    debug = "--debug" in argv
+def _run(argv: list, prog: str, check_only: bool, plan: Plan) -> int:
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from tfrecord_pipelines.run import conversion, lifecycle, offline, runtime
+
+    from tfrecord_pipelines.console import summary
+    from tfrecord_pipelines.options.flags import check_flags, help_parser, values
+    from tfrecord_pipelines.options.parse import UsageError
+    from tfrecord_pipelines.transforms.storage import run_lock
+    debug = plan.debug
     runtime.quiet_beam_logs(debug)
     if "-h" in argv or "--help" in argv:
         help_parser(prog).print_help()
@@ -38,10 +45,9 @@ def _run(argv: list, prog: str, check_only: bool = False) -> int:
     if argv in (["--version"], ["-V"]):  # alone; `--version NAME` names a --versioned output's folder
         print(f"tfrecords {__version__}")
         return process.OK
-    argv = _bare_dry_run(argv)
     try:
         check_flags(argv)
-        options, cfg, runner = conversion.configure(argv, check_only)
+        job = conversion.configure(values(argv), PipelineOptions(argv), plan, check_only)
     except UsageError as e:  # FlagError and RunnerError too
         process.error(str(e))
         return process.USAGE
@@ -50,12 +56,13 @@ def _run(argv: list, prog: str, check_only: bool = False) -> int:
             raise
         process.error(lifecycle.describe_failure(e, ''))
         return process.FAILED
-    if runtime.is_local(options) and _dry_run(options) and not check_only:
-        return _preview(options, cfg, runner, debug)
+    options, cfg = job.options, job.cfg
+    if plan.local and _dry_run(options) and not check_only:
+        return _preview(job)
     if cfg.detection is not None:
         print(f"annotations: {cfg.detection.found}", file=sys.stderr)
     try:
-        outcome, seconds, result = conversion.execute(options, cfg, runner, debug)
+        outcome, seconds, result = conversion.execute(job)
     except (UsageError, run_lock.LockHeld) as e:
         process.error(str(e))
         return process.USAGE
@@ -67,7 +74,7 @@ def _run(argv: list, prog: str, check_only: bool = False) -> int:
     try:
         if check_only and outcome != "dry_run":  # `tfrecords check`
             return summary.print_check_outcome(options, cfg, outcome, seconds)
-        code = summary.print_outcome(options, cfg, runner, outcome, seconds)
+        code = summary.print_outcome(options, cfg, job.runner, outcome, seconds)
         if outcome == "dry_run" and offline.active():
             print("\n".join(offline.summary(options, result)))
         return code
@@ -90,14 +97,16 @@ def _dry_run(options) -> bool:
     return bool(value) and str(value).strip().lower() not in ("false", "0", "no", "off")
 
 
-def _preview(options: PipelineOptions, cfg: ConvertConfig, runner, debug: bool) -> int:
+def _preview(job) -> int:
     """--dry_run on a local run: what the run would do, before any image is
     read; nothing is locked or written."""
+    from tfrecord_pipelines.run import lifecycle
+    from tfrecord_pipelines.console import summary
     try:
-        got = lifecycle.preview(cfg, options, runner, debug)
-        summary.print_preview(got, cfg)
+        got = lifecycle.preview(job)
+        summary.print_preview(got, job.cfg)
     except (Exception, KeyboardInterrupt) as e:
-        if debug:
+        if job.plan.debug:
             raise
         process.error(lifecycle.describe_failure(e, ''))
         return process.FAILED

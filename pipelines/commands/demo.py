@@ -12,9 +12,11 @@ import os
 import sys
 import time
 
-from tfrecord_pipelines import process, sample_data
+from tfrecord_pipelines import sample_data
 
 
+
+from tfrecord_pipelines.console import process
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="tfrecords demo", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default="demo", help="folder for the sample data and the output")
@@ -39,7 +41,7 @@ def main(argv=None) -> int:
     if rc:
         return rc
 
-    from tfrecord_pipelines.verification import verify_output
+    from tfrecord_pipelines.outputs.verification import verify_output
     print(f"[3/3] tfrecords verify {out}")
     report = verify_output(out)
     for err in report.errors:

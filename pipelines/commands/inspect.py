@@ -6,10 +6,10 @@ import argparse
 import os
 from typing import Optional
 
-from tfrecord_pipelines import process
+from tfrecord_pipelines.console import process
 from tfrecord_pipelines.commands.verify import add_io_timeout
-from tfrecord_pipelines.finished_output import no_manifest
-from tfrecord_pipelines.first_records import first_records, image_file_name, printable
+from tfrecord_pipelines.outputs.finished_output import no_manifest
+from tfrecord_pipelines.outputs.first_records import first_records, image_file_name, printable
 from tfrecord_pipelines.transforms.storage import fsutil, layout
 from tfrecord_pipelines.transforms.storage.gcs import StorageUnavailable
 

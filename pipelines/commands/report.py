@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 from typing import Optional
 
-from tfrecord_pipelines import api, process
+from tfrecord_pipelines import api
+
+from tfrecord_pipelines.console import process
 from tfrecord_pipelines.transforms.core.errors import OutputError, RunError, UsageError
 from tfrecord_pipelines.transforms.storage import report_data
 

@@ -9,7 +9,9 @@ import argparse
 import sys
 from typing import Optional
 
-from tfrecord_pipelines import api, process
+from tfrecord_pipelines import api
+
+from tfrecord_pipelines.console import process
 from tfrecord_pipelines.transforms.core.errors import OutputError
 
 

@@ -18,11 +18,11 @@ import argparse
 import sys
 from typing import Optional
 
-from tfrecord_pipelines import process
+from tfrecord_pipelines.console import process
 from tfrecord_pipelines.transforms.core.units import human_bytes, plural
 from tfrecord_pipelines.transforms.storage import gcs
 from tfrecord_pipelines.transforms.storage.gcs import StorageUnavailable
-from tfrecord_pipelines.verification import verify_output
+from tfrecord_pipelines.outputs.verification import verify_output
 
 
 def add_io_timeout(ap) -> None:

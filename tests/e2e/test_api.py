@@ -140,7 +140,7 @@ def test_a_held_lock_is_a_typed_error(images, tmp_path):
 
 def test_a_failure_not_of_ours_is_a_run_error_with_its_cause(images, tmp_path, monkeypatch):
     root, _ = images
-    from tfrecord_pipelines import lifecycle
+    from tfrecord_pipelines.run import lifecycle
 
     def boom(self, *a, **k):
         raise OSError(28, "No space left on device", str(tmp_path / "out" / "x"))

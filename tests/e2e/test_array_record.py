@@ -99,7 +99,7 @@ def test_verify_passes_and_finds_damage(both, tmp_path, capsys):
     import shutil
 
     from tfrecord_pipelines.commands.verify import main
-    from tfrecord_pipelines.verification import verify_output
+    from tfrecord_pipelines.outputs.verification import verify_output
     _, _, _, ar_out = both
     report = verify_output(ar_out, decode=True)
     assert report.ok, report.errors
@@ -192,7 +192,7 @@ def test_flags_that_make_no_sense_are_refused(tmp_path, capsys, flag):
 def test_gcs_round_trip(gcs, both, tmp_path):  # noqa: F811 (fixture)
     """Written to a bucket (a local temp file uploaded), verified there, and the
     same bytes as the local output."""
-    from tfrecord_pipelines.verification import verify_output
+    from tfrecord_pipelines.outputs.verification import verify_output
     root, _, _, ar_out = both
     prefix = "ar/out"
     assert convert("--input", root, "--output", f"gs://{BUCKET}/{prefix}", *ARGS,

@@ -40,9 +40,9 @@ def test_tfrecords_command_converts_on_all_cores(tmp_path):
 def test_the_default_local_run_starts_one_worker_per_core(tmp_path, small_runs):
     """Every Python process the command starts records its command line (a
     sitecustomize on PYTHONPATH). With Beam's own worker processes
-    (TFRECORDS_FORK_WORKERS=0, which gives the same shards as the forked ones),
+    (TFRECORDS_SPEEDUPS=0, which gives the same shards as the forked ones),
     the default run starts one SDK worker per core; on an input this small it
-    starts none (pipelines/small_run.py), unless TFRECORDS_SMALL_RUNS=0."""
+    starts none (pipelines/run/small_run.py), unless TFRECORDS_SMALL_RUNS=0."""
     root, out, log = str(tmp_path / "imgs"), str(tmp_path / "out"), tmp_path / "procs"
     labels = make_tree(root, per_class=3)
     site = tmp_path / "site"
@@ -52,7 +52,7 @@ def test_the_default_local_run_starts_one_worker_per_core(tmp_path, small_runs):
         "import os\nd = os.environ.get('TFRECORDS_TEST_PROC_LOG')\nif d:\n"
         "    with open(os.path.join(d, str(os.getpid())), 'wb') as f:\n"
         "        f.write(open('/proc/self/cmdline', 'rb').read())\n")
-    env = dict(os.environ, PYTHONPATH=str(site), TFRECORDS_TEST_PROC_LOG=str(log), TFRECORDS_FORK_WORKERS="0",
+    env = dict(os.environ, PYTHONPATH=str(site), TFRECORDS_TEST_PROC_LOG=str(log), TFRECORDS_SPEEDUPS="0",
                TFRECORDS_SMALL_RUNS=small_runs)
     p = subprocess.run([os.path.join(BIN, "tfrecords"), "convert", "--input", root, "--output", out, "--progress", "off"],
                        capture_output=True, text=True, timeout=300, env=env)

@@ -37,7 +37,7 @@ STAGES = ["ListInputs", "AssignLabels", "Split", "PlanShards", "WriteShards", "P
 def stage_names(pp) -> list:
     """The pipeline's top transforms and their parts, in order, by their last
     name: ListInputs, then Records' (AssignLabels, Split, ...), then Dataset's
-    (PlanShards, WriteShards, Publish) or Check's (pipelines/pipeline.py)."""
+    (PlanShards, WriteShards, Publish) or Check's (pipelines/run/pipeline.py)."""
     transforms = pp.components.transforms
     names = []
     for r in pp.root_transform_ids:

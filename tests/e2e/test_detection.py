@@ -247,7 +247,7 @@ def test_model_garden_decoder_reads_every_record(coco_out):
 
 def test_spec_prints_code_that_reads_boxes_and_masks(coco_out, tmp_path):
     from conftest import run_printed
-    from tfrecord_pipelines.reading_code import reading_code
+    from tfrecord_pipelines.outputs.reading_code import reading_code
     src, out = coco_out
     code = reading_code(out, manifest(out), True)
     assert "tf.io.VarLenFeature(tf.float32),  # one value per object" in code
@@ -308,7 +308,7 @@ def test_shards_are_byte_identical_across_runners_and_a_rerun_is_unchanged(tmp_p
 
 def test_verify_holds_object_classes_to_the_label_map(coco_out, tmp_path):
     import shutil
-    from tfrecord_pipelines.verification import verify_output
+    from tfrecord_pipelines.outputs.verification import verify_output
     _, out = coco_out
     assert verify_output(out, decode=True).ok
     copy = str(tmp_path / "copy")

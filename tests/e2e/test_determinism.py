@@ -30,7 +30,7 @@ def test_same_bytes_in_process_multi_process_and_again(tmp_path, monkeypatch):
     results = {}
     for name, mode in runs.items():
         out = str(tmp_path / "".join(c if c.isalnum() else "_" for c in name))
-        monkeypatch.setenv("TFRECORDS_FORK_WORKERS", "0" if "Beam's own" in name else "1")
+        monkeypatch.setenv("TFRECORDS_SPEEDUPS", "0" if "Beam's own" in name else "1")
         assert convert(*args, "--output", out, *mode, in_memory=False) == 0
         results[name] = shard_bytes(out)
         m = manifest(out)

@@ -16,7 +16,7 @@ import apache_beam as beam
 from apache_beam.internal import pickler
 
 from conftest import ROOT, convert, image_bytes, manifest, shard_files, write
-from tfrecord_pipelines.verification import verify_output
+from tfrecord_pipelines.outputs.verification import verify_output
 
 
 @pytest.fixture(scope="module")

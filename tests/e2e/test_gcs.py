@@ -41,7 +41,7 @@ def test_gs_to_gs_multi_process(gcs, tmp_path):
     m = check_output("out1", str(tmp_path / "dl"), labels, local)
     assert m["rejects_by_reason"] == {"not_an_image": 1}
 
-    from tfrecord_pipelines.verification import verify_output
+    from tfrecord_pipelines.outputs.verification import verify_output
     report = verify_output(out)
     assert report.ok, report.errors
     assert report.records == len(labels)
@@ -149,7 +149,7 @@ def test_versioned_dataset_in_a_bucket(gcs, tmp_path, capsys):
 
 def test_a_dry_run_from_a_bucket_lists_it_and_estimates_the_bucket_reads_only(gcs, tmp_path, capsys):
     """--dry_run with a gs:// input: the listing's object sizes give the
-    estimate (pipelines/cpu_estimate.py), priced as reads from a bucket only,
+    estimate (pipelines/run/cpu_estimate.py), priced as reads from a bucket only,
     and nothing is written to the output."""
     from tfrecord_pipelines.transforms.core.units import human_bytes
     local = str(tmp_path / "imgs")

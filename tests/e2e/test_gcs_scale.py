@@ -129,7 +129,7 @@ def test_a_bucket_that_stops_answering_fails_the_run_with_a_message(gcs_proxied,
 def test_the_progress_line_says_what_a_stalled_run_waits_on(tmp_path):
     """Nothing moving for a while: the line names the input it reads and the
     deadline, instead of minutes of silence."""
-    from tfrecord_pipelines.progress_line import ProgressLine
+    from tfrecord_pipelines.console.progress_line import ProgressLine
     from tfrecord_pipelines.transforms.storage.progress import Progress
     folder = str(tmp_path / "progress")
     os.makedirs(folder)

@@ -7,7 +7,7 @@ import unicodedata
 import pytest
 
 from conftest import convert, image_bytes, manifest, read_examples, scalar, write
-from tfrecord_pipelines.config import LabelSource, LabelSpec
+from tfrecord_pipelines.options.config import LabelSource, LabelSpec
 from tfrecord_pipelines.transforms.core.labels import LabelError, Stats, build_label_map, is_float, is_int
 
 NFC = unicodedata.normalize("NFC", "경복궁")

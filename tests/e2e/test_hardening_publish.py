@@ -339,8 +339,8 @@ def test_an_output_through_a_symlink_into_the_input_is_refused(tmp_path, capsys)
 
 
 def test_buckets_are_compared_by_prefix():
-    from tfrecord_pipelines.output_guard import check_apart
-    from tfrecord_pipelines.parse import UsageError
+    from tfrecord_pipelines.outputs.output_guard import check_apart
+    from tfrecord_pipelines.options.parse import UsageError
     for out, inp in (("gs://b/in/out", "gs://b/in"), ("gs://b/in", "gs://b/in/"), ("gs://b/x", "gs://b/x/y")):
         with pytest.raises(UsageError):
             check_apart(out, inp)

@@ -203,7 +203,7 @@ def test_spec_code_holds_only_its_own_statements_whatever_the_version(good):
     printed module's statements are the same as for an honest manifest."""
     import ast
 
-    from tfrecord_pipelines.reading_code import reading_code
+    from tfrecord_pipelines.outputs.reading_code import reading_code
 
     def statements(code):
         return [type(n).__name__ for n in ast.parse(code.split("# ---- PyTorch:")[0]).body]
@@ -336,7 +336,7 @@ def test_a_malformed_manifest_is_one_error_line_for_every_command(scene, case, c
     for every fourth case one of them (in turn) as a process of its own: one
     `error:` line, exit 1."""
     from tfrecord_pipelines.commands import inspect, report, spec, verify
-    from tfrecord_pipelines.process import one_line_failure
+    from tfrecord_pipelines.console.process import one_line_failure
     out, canary, _ = scene
     _damaged(out, case)
     mains = {"verify": verify.main, "inspect": inspect.main, "spec": spec.main, "report": report.main}

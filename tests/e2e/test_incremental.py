@@ -672,7 +672,7 @@ def test_a_dry_run_says_what_would_happen_and_reads_and_writes_nothing(tmp_path,
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] in (["train"], ["validation"])}
     assert sum(int(r[1]) for r in rows.values()) == 19 and sum(int(r[2]) for r in rows.values()) == 2
     assert all(r[3] == "3" for r in rows.values())
-    # What reading the two new files and copying the 17 others would cost, by their sizes (pipelines/cpu_estimate.py).
+    # What reading the two new files and copying the 17 others would cost, by their sizes (pipelines/run/cpu_estimate.py).
     from tfrecord_pipelines.transforms.core.units import human_bytes
     new_bytes = sum(os.path.getsize(os.path.join(images, "dog", f"new{k}.jpg")) for k in range(2))
     all_bytes = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(images) for f in files)
@@ -690,8 +690,8 @@ def test_a_dry_run_says_what_would_happen_and_reads_and_writes_nothing(tmp_path,
 def test_a_dry_runs_estimate_counts_a_tables_images_at_the_measured_size_when_it_lists_no_sizes(tmp_path, capsys):
     """A label table's rows carry no sizes until the images are read: the
     dry run's CPU estimate says so and counts each image at the size its
-    rates were measured on (pipelines/cpu_estimate.py), in the mode asked."""
-    from tfrecord_pipelines import cpu_estimate
+    rates were measured on (pipelines/run/cpu_estimate.py), in the mode asked."""
+    from tfrecord_pipelines.run import cpu_estimate
     images = str(tmp_path / "images")
     truth = make_tree(images, per_class=3)
     table = tmp_path / "labels.csv"

@@ -15,7 +15,7 @@ import struct
 import pytest
 
 from conftest import convert, make_tree, manifest
-from tfrecord_pipelines.verification import verify_output
+from tfrecord_pipelines.outputs.verification import verify_output
 
 DESCRIPTION = {"image/encoded": "byte", "image/class/label": "int", "image/class/text": "byte",
                "image/filename": "byte", "image/key/sha256": "byte"}

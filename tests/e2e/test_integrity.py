@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from conftest import ROOT, convert, make_tree, manifest, read_examples, scalar, shard_files, write
-from tfrecord_pipelines.verification import verify_output
+from tfrecord_pipelines.outputs.verification import verify_output
 from tfrecord_pipelines.transforms.storage import fsutil, layout
 
 

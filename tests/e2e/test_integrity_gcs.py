@@ -36,7 +36,7 @@ def test_create_only_retry_after_a_lost_response(gcs_proxied, tmp_path):
     download_prefix("lost1", local)
     got = {scalar(r, "image/filename"): scalar(r, "image/class/text") for r in read_examples(local, "train")}
     assert got == labels
-    from tfrecord_pipelines.verification import verify_output
+    from tfrecord_pipelines.outputs.verification import verify_output
     assert verify_output(f"gs://{BUCKET}/lost1").ok
 
 

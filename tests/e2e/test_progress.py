@@ -1,4 +1,4 @@
-"""The progress bar (pipelines/progress_line.py, tqdm): where a person watches (a
+"""The progress bar (pipelines/console/progress_line.py, tqdm): where a person watches (a
 terminal; a notebook is told apart the way tqdm.auto does), the images listed,
 then the images done out of their total with the rate and the time left; off
 elsewhere unless asked for. Runs in a real pseudo-terminal."""
@@ -99,7 +99,7 @@ def test_no_bar_where_nobody_watches_unless_asked(tmp_path):
 
 
 def test_where_nobody_watches_a_stall_is_still_one_line(tmp_path, capsys):
-    from tfrecord_pipelines.progress_line import ProgressLine
+    from tfrecord_pipelines.console.progress_line import ProgressLine
     from tfrecord_pipelines.transforms.storage.progress import Progress, expect
     folder = str(tmp_path / "progress")
     os.makedirs(folder)
@@ -126,7 +126,7 @@ def test_a_phase_that_ended_between_two_polls_is_drawn_complete(tmp_path, capsys
     """A short run's writing can start and end between two polls of the bar:
     when the publish step begins, the bar shows that phase complete (N/N),
     not the listing it last drew."""
-    from tfrecord_pipelines.progress_line import ProgressLine
+    from tfrecord_pipelines.console.progress_line import ProgressLine
     from tfrecord_pipelines.transforms.storage.progress import Progress, expect
     folder = str(tmp_path / "progress")
     os.makedirs(folder)

@@ -307,7 +307,7 @@ def test_overwrite_removes_stale_shards_of_another_compression_and_split(tmp_pat
     assert sorted(n for n in os.listdir(out) if "-of-" in n) == ["train-00000-of-00002.tfrecord",
                                                                  "train-00001-of-00002.tfrecord"]
     check_against_source(out, labels, root)
-    from tfrecord_pipelines.verification import verify_output
+    from tfrecord_pipelines.outputs.verification import verify_output
     assert verify_output(out).ok
 
 

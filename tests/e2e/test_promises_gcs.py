@@ -84,7 +84,7 @@ def test_two_conversions_racing_into_one_bucket(gcs_proxied, tmp_path):
     assert ".tfrecords.lock" not in names and not [n for n in names if "staging" in n], names
     download_prefix("racing", str(tmp_path / "dl"))
     check_against_source(str(tmp_path / "dl"), labels, local)
-    from tfrecord_pipelines.verification import verify_output
+    from tfrecord_pipelines.outputs.verification import verify_output
     report = verify_output(out)
     assert report.ok, report.errors
     assert report.records == len(labels)

@@ -508,7 +508,7 @@ def test_the_deadline_holds_while_thumbnails_are_decoding(tmp_path, capsys):
 
 
 def test_the_progress_line_says_the_report_is_being_built(tmp_path, monkeypatch):
-    from tfrecord_pipelines.progress_line import ProgressLine
+    from tfrecord_pipelines.console.progress_line import ProgressLine
     from tfrecord_pipelines.transforms.core.errors import NOTES_ENV
     from tfrecord_pipelines.transforms.storage import progress
     folder = str(tmp_path / "run")

@@ -1,7 +1,7 @@
-"""Where a local run runs (pipelines/runtime.py): a run asked for two workers
+"""Where a local run runs (pipelines/run/runtime.py): a run asked for two workers
 uses two worker processes, whether they are forked from our zygote or started
 by Beam itself (the fallback on a Beam version the zygote was not tested with,
-or with TFRECORDS_FORK_WORKERS=0), and both give the same shards."""
+or with TFRECORDS_SPEEDUPS=0), and both give the same shards."""
 from __future__ import annotations
 
 import logging
@@ -37,12 +37,12 @@ def _run_two_workers(root: str, out: str, caplog) -> set:
 
 @pytest.mark.parametrize("how", ["forked", "beam_own_workers", "untested_beam_version"])
 def test_two_workers_are_two_processes(many_images, tmp_path, monkeypatch, caplog, how):
-    from tfrecord_pipelines import local_worker
+    from tfrecord_pipelines import speed
     if how == "beam_own_workers":
-        monkeypatch.setenv("TFRECORDS_FORK_WORKERS", "0")
+        monkeypatch.setenv("TFRECORDS_SPEEDUPS", "0")
     if how == "untested_beam_version":
-        monkeypatch.setattr(local_worker, "TESTED_BEAM_VERSIONS", ("0.0.0",))
-        assert not local_worker.available()
+        monkeypatch.setattr(speed, "SUPPORTED_BEAM", ("0.0.0",))
+        assert not speed.supported()
     out = str(tmp_path / how)
     assert _run_two_workers(many_images, out, caplog) == 2
     ref = str(tmp_path / "in_memory")
@@ -51,8 +51,13 @@ def test_two_workers_are_two_processes(many_images, tmp_path, monkeypatch, caplo
     assert [open(f, "rb").read() for f in shard_files(out)] == [open(f, "rb").read() for f in shard_files(ref)]
 
 
-def test_the_zygote_is_only_used_with_a_tested_beam_version(monkeypatch):
-    from tfrecord_pipelines import local_worker
-    assert local_worker.beam_version() in local_worker.TESTED_BEAM_VERSIONS  # the installed Beam is the tested one
-    monkeypatch.setattr(local_worker, "TESTED_BEAM_VERSIONS", ())
-    assert not local_worker.available()
+def test_the_speed_layer_is_only_used_with_a_supported_beam_version(monkeypatch):
+    from tfrecord_pipelines import speed
+    from tfrecord_pipelines.run.plan import Plan
+    monkeypatch.delenv("TFRECORDS_SPEEDUPS", raising=False)
+    argv = ["--input", "/nowhere", "--output", "/out", "--direct_num_workers", "2"]
+    if speed.supported():  # the installed Beam is a supported one: the command line gets every part
+        assert Plan.from_argv(argv).speed == speed.Speedups(True, True, speed.can_fork(), True)
+    monkeypatch.setattr(speed, "SUPPORTED_BEAM", ())
+    assert not speed.supported()
+    assert Plan.from_argv(argv).speed == speed.Speedups(quiet_workers=True)  # nothing that reaches into Beam

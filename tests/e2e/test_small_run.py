@@ -1,6 +1,6 @@
-"""A small local input runs in the command's own process (pipelines/small_run.py)
+"""A small local input runs in the command's own process (pipelines/run/small_run.py)
 and Beam is imported without the connectors a local run never uses
-(pipelines/lean_beam.py): both give the bytes worker processes and a whole
+(pipelines/speed/lean_import.py): both give the bytes worker processes and a whole
 Beam import give, and a run imports neither TensorFlow nor a chart library."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT, convert, image_bytes, make_tree, shard_files, write
 
 # What a run on local files must never import (TensorFlow, the old chart library,
-# tfx-bsl, and the connectors lean_beam keeps out).
+# tfx-bsl, and the connectors the lean import keeps out).
 NEVER = ("tensorflow", "matplotlib", "tfx_bsl", "pandas", "pymongo", "google.cloud.bigquery",
          "google.cloud.dataflow", "apache_beam.io.gcp.gcsfilesystem", "httplib2", "pyparsing", "yaml", "beartype")
 VOLATILE = ("run_id", "created", "report")
@@ -56,15 +56,14 @@ def test_a_small_input_runs_in_process_and_writes_what_workers_write(small, tmp_
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.transforms import environments
 
-    from tfrecord_pipelines import runtime, small_run
     from tfrecord_pipelines.commands.convert import run
+    from tfrecord_pipelines.run import runtime
+    from tfrecord_pipelines.run.plan import Plan
     argv = ["--input", small, "--output", str(tmp_path / "here"), *ARGS]
-    assert small_run.in_process(argv)
-    try:
-        runner = runtime.choose_runner(PipelineOptions(argv), argv)
-        assert not isinstance(runner._default_environment, environments.SubprocessSDKEnvironment)
-    finally:
-        runtime.stop()
+    plan = Plan.from_argv(argv)
+    assert plan.small_input and plan.in_process and not plan.speed.zygote
+    runner = runtime.choose_runner(PipelineOptions(argv), plan)
+    assert not isinstance(runner._default_environment, environments.SubprocessSDKEnvironment)
     assert run(argv + ["--progress", "off"]) == 0
     workers = str(tmp_path / "workers")
     assert convert("--input", small, "--output", workers, *ARGS, in_memory=False) == 0  # multi_processing, 2 cores
@@ -74,52 +73,54 @@ def test_a_small_input_runs_in_process_and_writes_what_workers_write(small, tmp_
 
 
 def test_what_decides_in_process(small, tmp_path, monkeypatch):
-    from tfrecord_pipelines import small_run
+    from tfrecord_pipelines.run import small_run
+    from tfrecord_pipelines.run.plan import Plan
+
+    def in_process(argv: list) -> bool:
+        plan = Plan.from_argv(argv)
+        assert plan.small_input == plan.in_process or not plan.small_input
+        return plan.small_input
+
     base = ["--input", small, "--output", str(tmp_path / "o")]
     n = 18
     assert small_run.count_files(small, 1000) == n
     assert small_run.count_files(small, 5) == 6  # stops past the limit
     monkeypatch.setattr(small_run, "MAX_IMAGES", n)
-    small_run.forget()
-    assert small_run.in_process(base + ["--validate", "header"])
+    assert in_process(base + ["--validate", "header"])
     monkeypatch.setattr(small_run, "MAX_IMAGES", n - 1)
-    small_run.forget()
-    assert not small_run.in_process(base + ["--validate", "header"])           # one file too many
+    assert not in_process(base + ["--validate", "header"])           # one file too many
     monkeypatch.setattr(small_run, "MAX_IMAGES", n)
-    small_run.forget()
-    assert not small_run.in_process(base + ["--validate", "header", "--direct_num_workers", "2"])  # the user's
-    assert not small_run.in_process(base + ["--validate=header", "--direct_running_mode=multi_processing"])
-    assert not small_run.in_process(["--input", "gs://bucket/images", "--validate", "header"])  # not counted
-    monkeypatch.setenv(small_run.OFF_ENV, "0")
-    assert not small_run.in_process(base + ["--validate", "header"])
-    monkeypatch.delenv(small_run.OFF_ENV)
+    assert not in_process(base + ["--validate", "header", "--direct_num_workers", "2"])  # the user's
+    assert not in_process(base + ["--validate=header", "--direct_running_mode=multi_processing"])
+    assert not in_process(["--input", "gs://bucket/images", "--validate", "header"])  # not counted
+    monkeypatch.setenv("TFRECORDS_SMALL_RUNS", "0")
+    assert not in_process(base + ["--validate", "header"])
+    monkeypatch.delenv("TFRECORDS_SMALL_RUNS")
     # Full validation (the default) decodes every image: the workers win sooner.
     monkeypatch.setattr(small_run, "MAX_IMAGES_FULL", n - 1)
-    small_run.forget()
-    assert small_run.in_process(base + ["--validate", "header"])
-    assert not small_run.in_process(base) and not small_run.in_process(base + ["--validate", "full"])
+    assert in_process(base + ["--validate", "header"])
+    assert not in_process(base) and not in_process(base + ["--validate", "full"])
     monkeypatch.setattr(small_run, "MAX_IMAGES_FULL", n)
     table = tmp_path / "labels.csv"
     table.write_text("filename,label\n" + "".join(f"cat/{k}.jpg,cat\n" for k in range(5)))
-    small_run.forget()
-    assert small_run.in_process(["--label_table", str(table), "--image_root", small, "--validate", "header"])
-    small_run.forget()
+    assert in_process(["--label_table", str(table), "--image_root", small, "--validate", "header"])
 
 
 def _cli_run(argv: list, env: dict) -> tuple:
-    """The command line's start (runtime.prestart, then convert.run) in a fresh
-    process: (exit status, the heavy modules it imported, whether Beam's shortcuts
-    were installed: pipelines/beam_shortcuts.py)."""
+    """The command line's start (convert.run: the plan, then the run with the
+    speed layer applied) in a fresh process: (exit status, the heavy modules it
+    imported, whether Beam's shortcuts were installed during the run:
+    pipelines/speed/shortcuts.py)."""
     code = ("import sys, os, json\n"
-            "from tfrecord_pipelines import runtime\n"
             f"argv = {argv!r}\n"
-            "runtime.prestart(argv)\n"
+            "from tfrecord_pipelines.speed import shortcuts\n"
+            "seen = []\n"
+            "install = shortcuts.install\n"
+            "shortcuts.install = lambda: seen.append(1) or install()\n"
             "from tfrecord_pipelines.commands.convert import run\n"
             "rc = run(argv)\n"
-            "shortcuts = sys.modules.get('tfrecord_pipelines.beam_shortcuts')\n"
-            f"print(json.dumps([rc, [m for m in {NEVER!r} if m in sys.modules], bool(shortcuts and shortcuts._installed)]))\n")
-    # A user's local run: without the GCS emulator's variables, which the session's `gcs` fixture sets and which
-    # make fsutil set up Beam's GCP credentials (importing google.auth and httplib2).
+            f"print(json.dumps([rc, [m for m in {NEVER!r} if m in sys.modules], bool(seen)]))\n")
+    # A user's local run: without the GCS emulator's variables, which the session's `gcs` fixture sets.
     base = {k: v for k, v in os.environ.items() if k not in ("STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600,
                          env=dict(base, **env))
@@ -131,7 +132,7 @@ def _cli_run(argv: list, env: dict) -> tuple:
 def test_the_command_imports_beam_lean_and_writes_the_same_bytes(small, tmp_path, workers):
     """Lean, with Beam's shortcuts, and Beam as it is (imported whole, no shortcuts): the same bytes."""
     runs = {}
-    for name, env in (("lean", {}), ("whole", {"TFRECORDS_LEAN_IMPORT": "0", "TFRECORDS_BEAM_SHORTCUTS": "0"})):
+    for name, env in (("lean", {}), ("whole", {"TFRECORDS_SPEEDUPS": "0"})):
         out = str(tmp_path / name)
         rc, heavy, shortcuts = _cli_run(["--input", small, "--output", out, "--progress", "off", *ARGS, *workers],
                                         env)
@@ -148,8 +149,8 @@ def test_the_command_imports_beam_lean_and_writes_the_same_bytes(small, tmp_path
 
 def test_lean_import_leaves_every_module_importable_afterwards():
     code = ("import sys\n"
-            "from tfrecord_pipelines import lean_beam\n"
-            "lean_beam.import_lean()\n"
+            "from tfrecord_pipelines.speed import lean_import\n"
+            "lean_import.import_lean()\n"
             "import apache_beam\n"
             f"assert not [m for m in {lean_beam_unused()!r} if sys.modules.get(m) is not None]\n"
             "assert not [m for m in ('httplib2', 'pyparsing', 'yaml', 'beartype') if m in sys.modules]\n"
@@ -175,14 +176,16 @@ def test_lean_import_leaves_every_module_importable_afterwards():
 
 
 def lean_beam_unused() -> tuple:
-    from tfrecord_pipelines import lean_beam
+    from tfrecord_pipelines.speed import lean_import as lean_beam
     return lean_beam.UNUSED_LOCALLY
 
 
 def test_only_local_runs_on_local_files_import_lean():
-    from tfrecord_pipelines import lean_beam
-    assert lean_beam.local_files_only(["--input", "/data", "--output", "/out"])
-    assert not lean_beam.local_files_only(["--input", "gs://b/data", "--output", "/out"])
-    assert not lean_beam.local_files_only(["--input", "/data", "--temp_location=gs://b/tmp"])
-    assert not lean_beam.local_files_only(["--input", "/data", "--runner", "DataflowRunner"])
-    assert not lean_beam.local_files_only(["--input", "/data", "--runner=PortableRunner"])
+    from tfrecord_pipelines.run.plan import Plan
+    lean = lambda argv: Plan.from_argv(argv).speed.lean_import  # noqa: E731
+    assert lean(["--input", "/data", "--output", "/out"])
+    assert not lean(["--input", "gs://b/data", "--output", "/out"])
+    assert not lean(["--input", "/data", "--temp_location=gs://b/tmp"])
+    assert not lean(["--input", "/data", "--runner", "DataflowRunner"])
+    assert not lean(["--input", "/data", "--runner=PortableRunner"])
+    assert not Plan.from_argv(["--input", "/data"], command_line=False).speed.any  # a library call: never

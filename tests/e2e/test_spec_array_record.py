@@ -84,7 +84,7 @@ def test_printed_grain_code_runs_and_yields_every_record(outputs, tmp_path):
 
 
 def test_a_bucket_output_reads_through_a_gcsfuse_mount():
-    from tfrecord_pipelines.reading_code import reading_code
+    from tfrecord_pipelines.outputs.reading_code import reading_code
     m = {"output_format": "array_record", "splits": {"train": {"records": 3, "shards": []}},
          "features": {"image/encoded": "bytes"}, "feature_roles": {"encoded": "image/encoded"},
          "label_map": {"kind": "none", "classes": {}}}

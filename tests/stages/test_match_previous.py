@@ -19,7 +19,8 @@ from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec
 from tfrecord_pipelines.transforms.core.sharding import shuffle_key
 from tfrecord_pipelines.transforms.core.specs import RECORDS, STATS, ShardSpec
 from tfrecord_pipelines.transforms.core.tfrecord_io import crc32c_text
-from tfrecord_pipelines.transforms.stages.match_previous import MatchPrevious, MatchSpec, PreviousEntries, entries_of
+from tfrecord_pipelines.transforms.stages.match_previous import MatchPrevious
+from tfrecord_pipelines.transforms.storage.previous_entries import MatchSpec, PreviousEntries, entries_of
 from tfrecord_pipelines.transforms.stages.plan_shards import PlanShards
 from tfrecord_pipelines.transforms.storage import spill
 
@@ -115,7 +116,7 @@ def test_previous_entries_are_keyed_like_the_records_and_a_damaged_file_is_count
 
 
 def test_plan_shards_matches_with_the_previous_version_as_match_previous_does(tmp_path):
-    """PlanShards with `previous` (pipelines/pipeline.py match_in_plan): the
+    """PlanShards with `previous` (pipelines/run/pipeline.py match_in_plan): the
     records it plans carry what MatchPrevious would have given them, and the
     counts are the same; the plan itself is the one of the records alone."""
     prev, now, shards = _scenario(tmp_path)

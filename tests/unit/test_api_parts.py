@@ -9,7 +9,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from tfrecord_pipelines.keywords import text
+from tfrecord_pipelines.options.keywords import text
 from tfrecord_pipelines.transforms.core import tables
 
 
@@ -79,7 +79,7 @@ def test_a_programs_rows_as_cells():
 
 
 def test_the_image_root_of_rows(tmp_path, monkeypatch):
-    from tfrecord_pipelines.rows import relative_paths
+    from tfrecord_pipelines.api.rows import relative_paths
     monkeypatch.chdir(tmp_path)
     assert relative_paths(["images/cat/1.jpg", "images/dog/2.jpg"]) == \
         (str(tmp_path / "images"), ["cat/1.jpg", "dog/2.jpg"])

@@ -1,8 +1,8 @@
-"""The --dry_run's CPU estimate (pipelines/cpu_estimate.py): per KB read, by
+"""The --dry_run's CPU estimate (pipelines/run/cpu_estimate.py): per KB read, by
 what is done to each image, a bucket's requests on top, and the line it prints."""
 import pytest
 
-from tfrecord_pipelines import cpu_estimate as ce
+from tfrecord_pipelines.run import cpu_estimate as ce
 from tfrecord_pipelines.transforms.core.images import Validation
 
 

@@ -1,6 +1,6 @@
 """Fuzzing our own parsers with hypothesis: the JPEG/PNG header walk
 (transforms/core/images.py), the label-table reader (transforms/core/tables.py) and the
-manifest reader (transforms/storage/layout.py, pipelines/verification.py).
+manifest reader (transforms/storage/layout.py, pipelines/outputs/verification.py).
 
 The property: any bytes either parse, or raise our own error (BadImage with a
 Reason, TableError, ManifestError, or a verify report with errors); never
@@ -282,8 +282,8 @@ def test_manifest_reader(real_output, tmp_path, capsys):
     """Random bytes and damaged manifests: layout.read_manifest accepts a
     well-formed one or raises ManifestError; verify (which reads it) reports
     errors, never raises; the summary prints whatever read_manifest accepts."""
-    from tfrecord_pipelines.summary import print_summary
-    from tfrecord_pipelines.verification import verify_output
+    from tfrecord_pipelines.console.summary import print_summary
+    from tfrecord_pipelines.outputs.verification import verify_output
     tally = Tally("manifest reader (layout.read_manifest, verify_output, print_summary)", capsys)
     with open(os.path.join(real_output, "manifest.json"), "rb") as f:
         good_bytes = f.read()

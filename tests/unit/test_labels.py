@@ -1,7 +1,7 @@
 """Label derivation, label maps and their application (pure functions)."""
 import pytest
 
-from tfrecord_pipelines.config import LabelSource, LabelSpec, LabelType
+from tfrecord_pipelines.options.config import LabelSource, LabelSpec, LabelType
 from tfrecord_pipelines.transforms.core.labels import LabelError, Stats, assign_label, build_label_map, raw_label
 from tfrecord_pipelines.transforms.core.records import Reason, Rec, Reject
 

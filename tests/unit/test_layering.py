@@ -17,13 +17,17 @@ from conftest import ROOT
 
 
 def _imported_modules(path: str) -> set:
+    """Every module a file imports, at the top or inside a function, in every
+    form: `import a.b`, `from a import b` (a, and a.b, which may be a module),
+    `from a.b import c`."""
     tree = ast.parse(open(path, encoding="utf-8").read(), path)
     names = set()
-    for node in ast.walk(tree):  # every import, at the top or inside a function
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names if a.name != "*")
     return names
 
 
@@ -58,8 +62,8 @@ def test_product_code_imports_only_through_the_one_package_name():
 
 def test_the_check_sees_an_import_inside_a_function(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from tfrecord_pipelines.config import ShardSpec\n    return ShardSpec\n")
-    assert "tfrecord_pipelines.config" in _imported_modules(str(bad))
+    bad.write_text("def f():\n    from tfrecord_pipelines.options.config import ShardSpec\n    return ShardSpec\n")
+    assert "tfrecord_pipelines.options.config" in _imported_modules(str(bad))
 
 
 def test_what_runs_before_the_zygote_starts_does_not_import_beam():
@@ -68,7 +72,7 @@ def test_what_runs_before_the_zygote_starts_does_not_import_beam():
     every local run starts half a second later (it did, once)."""
     import subprocess
     import sys
-    code = ("import sys; import tfrecord_pipelines.local_worker, tfrecord_pipelines.stderr; "
+    code = ("import sys; import tfrecord_pipelines.speed.zygote, tfrecord_pipelines.run.stderr_filter; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('apache_beam', 'tensorflow')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
@@ -127,9 +131,9 @@ CMDS = PKG + ".commands"
 DISPATCHER = PKG + ".cli"
 # `python -m tfrecord_pipelines.convert` / `.demo`: the commands as modules to run, which no code imports.
 RUN_AS_MODULE = (PKG + ".convert", PKG + ".demo")
-# Ends a process: only the dispatcher, the modules run with -m, process.py, and the local
-# workers' own entry point (local_worker.py: a worker process exits when its work is done).
-MAY_EXIT = (DISPATCHER, PKG + ".process", PKG + ".local_worker") + RUN_AS_MODULE
+# Ends a process: only the dispatcher, the modules run with -m, console/process.py, and the local
+# workers' own entry point (speed/zygote.py: a worker process exits when its work is done).
+MAY_EXIT = (DISPATCHER, PKG + ".console.process", PKG + ".speed.zygote") + RUN_AS_MODULE
 
 
 def _module_name(path: str) -> str:
@@ -249,7 +253,7 @@ def test_the_application_below_the_commands_leaves_the_process_alone():
     used by the commands and the dispatcher; the API and what it calls
     return and raise."""
     graph = _import_graph()
-    users = sorted(m for m, deps in graph.items() if PKG + ".process" in deps)
+    users = sorted(m for m, deps in graph.items() if PKG + ".console.process" in deps)
     assert users and all(m in (DISPATCHER, *RUN_AS_MODULE) or m.startswith(CMDS + ".") for m in users), users
     exits = {}
     for m, f in _product_files().items():
@@ -269,3 +273,50 @@ def test_every_command_has_its_module_and_the_dispatcher_routes_to_it():
                      if not f.endswith("__init__.py"))
     assert listed == modules
     assert _import_graph()[DISPATCHER] >= {f"{CMDS}.{c}" for c in modules}
+
+
+# The application's rooms (docs/development.md draws them): each module of pipelines/ lives in one, and a room
+# imports only the rooms listed for it (and the library, transforms/).
+APP_ROOMS = {
+    "api": {"options", "run", "outputs", "console"},   # the Python API: convert(), load(), the PTransforms
+    "options": {"outputs", "run"},                     # the table of options, parsing them into the config
+    "run": {"options", "outputs", "console", "speed"},  # the plan, the lifecycle, the graph, the runner
+    "speed": set(),                                    # the speed layer: only itself
+    "console": {"options", "outputs", "run"},          # what a person sees
+    "outputs": {"options", "console"},                 # reading finished outputs
+    "commands": {"api", "options", "run", "outputs", "console", "speed", "commands", "sample_data"},
+}
+TOP = {"__init__", "_version", "cli", "convert", "demo", "sample_data"}  # the package's face and entry points
+
+
+def _room_of(module: str) -> str:
+    rest = module[len(PKG) + 1:] if module.startswith(PKG + ".") else ""
+    return rest.split(".")[0] if rest else "__init__"
+
+
+def test_every_application_module_is_in_a_room():
+    loose = sorted(m for m in _product_files() if _is_application(m) and _room_of(m) not in APP_ROOMS
+                   and _room_of(m) not in TOP)
+    assert loose == []
+
+
+def test_each_room_imports_only_the_rooms_it_may():
+    found = {}
+    for m, deps in _import_graph().items():
+        room = _room_of(m)
+        if not _is_application(m) or room not in APP_ROOMS:
+            continue
+        bad = sorted(d for d in deps if _is_application(d) and _room_of(d) != room
+                     and _room_of(d) not in APP_ROOMS[room] and _room_of(d) not in ("__init__", "_version"))
+        if bad:
+            found[m] = bad
+    assert found == {}
+
+
+def test_only_the_command_line_applies_the_speed_layer():
+    """The speed layer is entered by the commands (speed.applied) and asked by
+    the run's plan, runner and lifecycle; the API never imports it."""
+    users = sorted(m for m, deps in _import_graph().items()
+                   if any(d == PKG + ".speed" or d.startswith(PKG + ".speed.") for d in deps)
+                   and _room_of(m) != "speed")
+    assert all(_room_of(m) in ("commands", "run") for m in users), users

@@ -9,7 +9,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from tfrecord_pipelines.config import ShardSpec, SplitSource, SplitSpec
+from tfrecord_pipelines.options.config import ShardSpec, SplitSource, SplitSpec
 from tfrecord_pipelines.transforms.core import sharding
 from tfrecord_pipelines.transforms.core.records import Batch, Rec, Reject, unpack
 from tfrecord_pipelines.transforms.stages.plan_shards import PlanShards

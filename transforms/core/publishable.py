@@ -151,7 +151,7 @@ def _refusal(f: RunFacts, guards: Guards) -> str:
 
 def undecodable_rows(rows: str, encoding: str, first: str) -> str:
     """Why rows that do not decode stop a run, and the fix (also said before
-    the run when the table's first rows show it: pipelines/parse.py)."""
+    the run when the table's first rows show it: pipelines/options/parse.py)."""
     return (f"{rows} do not decode as {encoding} (first: {first}), so every "
             "row with a non-ASCII name would be left out, whole classes with it: pass "
             f"{TABLE_ENCODING} with the table's encoding (e.g. latin-1, cp1252, utf-16)")

@@ -2,9 +2,9 @@
 (see transforms/core/sharding.py). Only metadata is grouped here.
 
 With `previous` (an incremental version whose records go straight from the
-split to the plan: pipelines/pipeline.py match_in_plan), the previous
+split to the plan: pipelines/run/pipeline.py match_in_plan), the previous
 version's provenance entries join the records' grouping by bucket, and each
-bucket's records are matched there (match_previous.match) before they are
+bucket's records are matched there (transforms/core/matching.py) before they are
 ordered: MatchPrevious' own grouping of every record is not needed. The
 plan is the same: it counts the listed sizes, which a matched record keeps.
 
@@ -28,7 +28,8 @@ import apache_beam as beam
 from tfrecord_pipelines.transforms.core import sharding
 from tfrecord_pipelines.transforms.core.records import pack
 from tfrecord_pipelines.transforms.core.specs import STATS, ShardSpec
-from tfrecord_pipelines.transforms.stages import match_previous
+from tfrecord_pipelines.transforms.core import matching
+from tfrecord_pipelines.transforms.storage import previous_entries
 from tfrecord_pipelines.transforms.storage import spill
 
 
@@ -36,7 +37,7 @@ def by_bucket(groups: dict, spill_dir: str = "") -> list:
     """((split, bucket), (count, bytes, packed records or their spill
     reference)) for each group; spilled groups share one file."""
     # A size the listing did not give (-1) counts as 0: such runs plan by
-    # --num_shards, or validate first (pipelines/parse.py).
+    # --num_shards, or validate first (pipelines/options/parse.py).
     put = spill.putter(spill_dir)
     return [(k, (len(recs), sum(max(r.size, 0) for r in recs), put(recs))) for k, recs in sorted(groups.items())]
 
@@ -78,11 +79,11 @@ def _assign(element: tuple, plans: dict, spill_dir: str = "", after_ns: Optional
     the match's counts emitted as STATS."""
     (split, bucket), groups = element
     groups, out = list(groups), []
-    recs = list(itertools.chain.from_iterable(spill.load(v[2]) for v in groups if not match_previous.is_entries(v)))
+    recs = list(itertools.chain.from_iterable(spill.load(v[2]) for v in groups if not matching.is_entries(v)))
     if after_ns is not None:
-        entries = match_previous.entries_of(v for v in groups if match_previous.is_entries(v))
-        recs, counts = match_previous.match(recs, entries, after_ns)
-        out += match_previous.stats(counts)
+        entries = previous_entries.entries_of(v for v in groups if matching.is_entries(v))
+        recs, counts = matching.match(recs, entries, after_ns)
+        out += previous_entries.stats(counts)
     if not recs:  # a bucket of removed records only (whose split may be gone)
         return out
     recs.sort(key=_KEY_ORDER)
@@ -100,7 +101,7 @@ class PlanShards(beam.PTransform):
     """`spill_dir`: a local run's spill folder (records wait there, not in the
     runner); `previous`: the records are matched with that version's here."""
 
-    def __init__(self, spec: ShardSpec, spill_dir: str = "", previous: Optional[match_previous.MatchSpec] = None):
+    def __init__(self, spec: ShardSpec, spill_dir: str = "", previous: Optional[previous_entries.MatchSpec] = None):
         super().__init__()
         self._spec = spec
         self._spill_dir = spill_dir
@@ -115,7 +116,7 @@ class PlanShards(beam.PTransform):
                  | "Plans" >> beam.Map(sharding.make_plans, self._spec))
         grouped, after_ns, out = keyed, None, {}
         if self._previous is not None:
-            prev = batches.pipeline | "Previous" >> match_previous.PreviousEntries(self._previous)
+            prev = batches.pipeline | "Previous" >> previous_entries.PreviousEntries(self._previous)
             grouped, after_ns = (keyed, prev["e"]) | "WithPrevious" >> beam.Flatten(), self._previous.previous.after_ns
         assigned = (grouped
                     | "GroupBuckets" >> beam.GroupByKey()

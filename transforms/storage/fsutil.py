@@ -23,24 +23,6 @@ from apache_beam.io.filesystems import FileSystems
 _RAW = CompressionTypes.UNCOMPRESSED
 
 
-def _anonymous_gcs_for_emulator() -> None:
-    """With STORAGE_EMULATOR_HOST set (a GCS emulator, e.g. in tests), Beam's
-    gcsio would still search for Google credentials first (about 30 s of
-    retries without them) and then use them against the emulator. Tell it
-    there are none, so it connects anonymously at once, as
-    google-cloud-storage itself does with an emulator. Runs on import, so
-    every worker process does it too."""
-    if not os.environ.get("STORAGE_EMULATOR_HOST"):
-        return
-    from apache_beam.internal.gcp import auth
-    with auth._Credentials._credentials_lock:  # pylint: disable=protected-access
-        auth._Credentials._credentials_init = True  # pylint: disable=protected-access
-        auth._Credentials._credentials = None  # pylint: disable=protected-access
-
-
-_anonymous_gcs_for_emulator()
-
-
 class AlreadyExists(Exception):
     pass
 

@@ -169,11 +169,11 @@ _pools_lock = threading.Lock()
 # Reads in flight for local files when --reads_in_flight is automatic (0):
 # one per worker process (with a worker per core, threads would only contend
 # for the GIL), or one per core for a run in the launcher's own process
-# (pipelines/small_run.py), whose reads, checks, decodes and hashes (all
+# (pipelines/run/small_run.py), whose reads, checks, decodes and hashes (all
 # releasing the GIL) then run on the other cores: measured on 2 cores (busy
 # machine), the writing thread's CPU per image fell from 224 to 99 us in
 # header mode and from 1,452 to 161 us in full mode, for 13% and 0% more CPU
-# in all. Set by pipelines/runtime.py.
+# in all. Set for each run by its launcher (pipelines/run/conversion.py).
 _local_auto = LOCAL_IN_FLIGHT
 
 
@@ -187,6 +187,15 @@ def in_flight(policy: ReadPolicy, path: str) -> int:
     if policy.in_flight:
         return policy.in_flight
     return REMOTE_IN_FLIGHT if is_remote(path) else _local_auto
+
+
+def close_pools() -> None:
+    """Lets this process's read threads go (the end of a run in a caller's process)."""
+    with _pools_lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        pool.shutdown(wait=True)
 
 
 def make_pool(policy: ReadPolicy, path: str) -> concurrent.futures.ThreadPoolExecutor:

@@ -1,7 +1,7 @@
 """The output's lock, whole: taken before a run starts, checked before each
 step that changes the output (fencing), released when the run ends.
 
-One owner releases it: the launcher for a local run (pipelines/lifecycle.py,
+One owner releases it: the launcher for a local run (pipelines/run/lifecycle.py,
 in one try/finally), or, for a job the launcher does not wait for (Dataflow,
 templates), the job's Publish step, its last. A lock names its run, host, pid
 and expiry; a lock whose run is gone (its process on this machine is dead, or

@@ -1,0 +1,509 @@
+"""Turn the option strings into a ConvertConfig once, before anything is
+submitted, failing at once with a message that says how to fix it."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import posixpath
+import re
+import time
+import unicodedata
+from typing import Optional
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from tfrecord_pipelines.run import offline
+
+from tfrecord_pipelines.outputs import versions
+from tfrecord_pipelines._version import __version__
+from tfrecord_pipelines.options.config import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, ConvertConfig, DuplicatePolicy, InputKind, InputSpec,
+                              LabelSource, LabelSpec, LabelType, OutputSpec, QualitySpec, ShardSpec, SplitSource,
+                              SplitSpec)
+from tfrecord_pipelines.options.split_flag import parse_pairs, parse_split, refuse_split_folders_as_classes
+from tfrecord_pipelines.transforms.core import labels, provenance, publishable, tables
+from tfrecord_pipelines.transforms.core.errors import UsageError  # noqa: F401 (re-exported)
+from tfrecord_pipelines.transforms.core.features import DEFAULT_KEYS
+from tfrecord_pipelines.transforms.core.images import STORABLE_FORMATS, ImagePolicy, Validation
+from tfrecord_pipelines.transforms.core import resize
+from tfrecord_pipelines.transforms.core.resize import FILTERS, PngPolicy, ResizeMode, ResizePolicy
+from tfrecord_pipelines.transforms.core.specs import OutputFormat, ReadPolicy
+from tfrecord_pipelines.transforms.core.tfrecord_io import Compression
+from tfrecord_pipelines.transforms.storage import fsutil
+
+
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?i?B?)\s*$", re.I)
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40, "K": 10**3, "M": 10**6, "G": 10**9}
+
+
+def parse_size(text: str) -> int:
+    m = _SIZE.match(text)
+    unit = m.group(2).upper() if m else None
+    if not m or unit not in _UNITS:
+        raise UsageError(f"--shard_size {text!r} is not a size; use e.g. 150MB, 1GB, 512MiB")
+    n = int(float(m.group(1)) * _UNITS[unit])
+    if n < 1:
+        raise UsageError(f"--shard_size {text!r} must be positive")
+    return n
+
+
+_DIGITS = re.compile(r"[0-9]{1,9}")
+
+
+def parse_num_shards(text: str) -> tuple:
+    text = text.strip()
+    if not text or text.lower() == "auto":
+        return ()
+    if _DIGITS.fullmatch(text):
+        if int(text) < 1:
+            # 0 used to mean "auto" silently; say so instead.
+            raise UsageError(f"--num_shards {text}: expected N >= 1, or auto (the count follows from --shard_size)")
+        return (("*", int(text)),)
+    out = []
+    for name, v in parse_pairs(text, "--num_shards"):
+        if not SPLIT_NAME.match(name) or not _DIGITS.fullmatch(v) or int(v) < 1:
+            raise UsageError(f"--num_shards {text!r}: expected N or SPLIT=N,... with N >= 1, or auto")
+        out.append((name, int(v)))
+    return tuple(out)
+
+
+def load_label_map(path: str) -> tuple:
+    if offline.skip(path, f"--label_map {path}: that it can be read (the job was built with an empty map)"):
+        return ()
+    try:
+        raw = fsutil.read_bytes(path).decode("utf-8-sig")
+    except Exception as e:
+        raise UsageError(f"--label_map {path!r} cannot be read: {e}") from None
+    if path.lower().endswith(".json"):
+        try:
+            d = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise UsageError(f"--label_map {path!r} is not valid JSON: {e}") from None
+        if isinstance(d, dict) and "classes" in d and isinstance(d["classes"], dict):
+            d = d["classes"]  # a manifest's label_map section
+        if not isinstance(d, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in d.values()):
+            raise UsageError(f"--label_map {path!r} must be a JSON object {{name: integer id}}")
+        pairs = [(str(k), v) for k, v in d.items()]
+    else:
+        names = [line.strip() for line in raw.splitlines() if line.strip()]
+        pairs = [(n, i) for i, n in enumerate(names)]
+    if any(not labels.INT64_MIN <= i <= labels.INT64_MAX for _, i in pairs):
+        raise UsageError(f"--label_map {path!r}: ids must fit in an int64")
+    # Names are compared in NFC, as labels are (transforms/core/labels.py).
+    pairs = [(unicodedata.normalize("NFC", n), i) for n, i in pairs]
+    names = [n for n, _ in pairs]
+    ids = [i for _, i in pairs]
+    if len(set(names)) != len(names) or len(set(ids)) != len(ids):
+        raise UsageError(f"--label_map {path!r} repeats a name (compared in Unicode NFC form) or an id")
+    return tuple(sorted(pairs, key=lambda p: (p[1], p[0])))
+
+
+def _assumed_columns(o) -> list:
+    """A table's columns as its flags name them, for a dry run that may not read it."""
+    named = [o.path_column or "filename", o.label_column or "label", o.split_column]
+    if o.extra_columns.strip() != "*":
+        named += [c.strip() for c in o.extra_columns.split(",")]
+    return list(dict.fromkeys(c for c in named if c))
+
+
+def _read_table_head(path: str, fmt: str, encoding: str, bad: Optional[list] = None) -> tuple[list, list]:
+    if not FileSystems.exists(path):
+        raise UsageError(f"--label_table {path!r}: no such file")
+    if fsutil.is_local(path) and os.path.isdir(path):
+        raise UsageError(f"--label_table {path!r} is a folder, not a table file (for a folder of images use --input)")
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.AUTO) as f:
+            return tables.read_columns(tables.text_stream(f, encoding), fmt, bad=bad)
+    except (tables.TableError, UnicodeError) as e:
+        raise UsageError(f"--label_table {path!r}: {e}") from None
+    except (OSError, EOFError) as e:  # unreadable, or a damaged .gz
+        raise UsageError(f"--label_table {path!r} cannot be read: {getattr(e, 'strerror', None) or e}") from None
+
+
+def build_config(o, run_id: str, progress: bool = False, given_inputs: Optional[tuple] = None) -> ConvertConfig:
+    """`given_inputs`: (InputSpec, SplitSpec, label source) of inputs that are
+    not a flag (the rows of a user's own pipeline: tfrecord_pipelines/ptransforms.py)."""
+    if not o.output:
+        raise UsageError("--output is required: the folder (local or gs://) for the shards")
+    if not o.lock_ttl_hours > 0:
+        raise UsageError(f"--lock_ttl_hours {o.lock_ttl_hours} must be positive")
+    if [bool(o.input), bool(o.label_table), bool(o.file_list), bool(o.annotations),
+            given_inputs is not None].count(True) != 1:
+        raise UsageError("give exactly one of --input (an image folder tree), --label_table (a CSV/TSV/JSONL "
+                         "label table with --image_root), --file_list (a listing of image paths) or --annotations "
+                         "(COCO, Pascal VOC or YOLO boxes)")
+    detection = None
+    if given_inputs is not None:
+        inputs, split, label_from = given_inputs
+    elif o.annotations:
+        inputs, split, label_from, detection = _annotations(o)
+    elif o.file_list:
+        from tfrecord_pipelines.options.file_list import list_input
+        inputs, split, label_from = list_input(o)
+    else:
+        inputs, split, label_from = _folder_input(o) if o.input else _table_input(o)
+    previous_version, previous, broken = "", None, ""
+    if o.versioned:
+        try:
+            if not offline.skip(o.output, f"--output {o.output}: which version LATEST names (the job was built as "
+                                "a first version, with no label map carried over)"):
+                previous_version, previous = versions.read_latest(fsutil.normalize_root(o.output))
+        except ValueError as e:
+            if not o.full:
+                raise UsageError(f"{e}. Pass --full to convert everything again (the class ids of that version "
+                                 "are then lost, unless --label_map gives them)") from None
+            previous_version, broken = versions.latest_name(fsutil.normalize_root(o.output)), str(e)
+        inputs = dataclasses.replace(inputs, fingerprint_root=inputs.kind is InputKind.TABLE)
+    elif o.version or o.republish_unchanged or o.full or o.keep_versions:
+        raise UsageError("--version, --republish_unchanged, --full and --keep_versions need --versioned")
+    if o.keep_versions < 0:
+        raise UsageError(f"--keep_versions {o.keep_versions} must be >= 0 (0 keeps every version)")
+    keys = _feature_keys(o.feature_keys, inputs.extra_columns)
+    shards = _shard_spec(o)
+    quality = _quality_spec(o)
+    split = _stratify(o, split)
+    images = _image_policy(o, _read_once(o.reads_per_image, inputs, shards, quality))
+    images = dataclasses.replace(images, perceptual_hash=quality.enabled and quality.max_distance > 0
+                                 and images.validation is Validation.FULL)
+    cfg = ConvertConfig(
+        inputs=inputs, labels=_label_spec(o, label_from, inputs, previous), splits=split,
+        images=images, shards=shards,
+        output=_output_spec(o, run_id, keys, progress, previous_version, previous),
+        max_reject_fraction=_fraction(o.max_reject_fraction), quality=quality,
+        allow_empty=o.allow_empty, allow_shrink=_allow_shrink(o), detection=detection)
+    return _incremental(cfg, o, previous, broken)
+
+
+def _incremental(cfg: ConvertConfig, o, previous: Optional[dict], broken: str = "") -> ConvertConfig:
+    """Where a killed run of these inputs resumes, and (--versioned) whether
+    the records of the version LATEST names may be copied, or why not."""
+    out, inputs = cfg.output, cfg.inputs
+    # A table run's fingerprint covers its files only when the image root is listed too (--versioned):
+    # without that, a rerun could not tell that an image changed since the killed run.
+    # A run with --annotations resumes: its fingerprint covers the image folders' listing and the
+    # annotation files (COCO's bytes, VOC's and YOLO's files by identity). It reuses no records of a
+    # previous version, though: a box may change while its image's file does not.
+    resumable = cfg.detection is not None or inputs.kind is InputKind.FOLDER or inputs.fingerprint_root
+    changes = {"listed_at_ns": time.time_ns(), "keep_versions": o.keep_versions,
+               "resume_parent": (out.root or out.output) if resumable else ""}
+    if out.root:
+        inc = (previous or {}).get("incremental")
+        listed = inc.get("listed_at_ns") if isinstance(inc, dict) else None
+        changes["racy_after_ns"] = provenance.racy_after(listed) if type(listed) is int and listed > 0 else 0  # noqa: E721
+        expect = {"tool_version": __version__, "options": cfg.fingerprint_options(),
+                  "image_library": resize.library_versions(), "compression": cfg.shards.compression.value,
+                  "output_format": cfg.shards.output_format.value}
+        why = (f"LATEST names {out.previous_version}, whose manifest cannot be read" if broken
+               else "--full was given" if o.full
+               else "--annotations are converted in full (a box may change while its image does not)"
+               if cfg.detection is not None else provenance.why_full(previous, expect))
+        prev = None
+        if not why:
+            try:
+                prev = provenance.previous_version(previous, out.previous_version,
+                                                   fsutil.join(out.root, out.previous_version))
+            except provenance.ProvenanceError as e:
+                why = f"its manifest's provenance section is malformed ({e}); --full repairs it"
+        changes.update(previous=prev, why_full=why)
+    return dataclasses.replace(cfg, output=dataclasses.replace(out, **changes))
+
+
+def _annotations(o) -> tuple:
+    """--annotations (pipelines/options/annotation_input.py): inputs, splits, label source, DetectionSpec."""
+    from tfrecord_pipelines.options.annotation_input import AnnotationUsageError, annotation_input
+    try:
+        inputs, detection, keyed = annotation_input(o)
+    except AnnotationUsageError as e:
+        raise UsageError(str(e)) from None
+    if o.label_table or o.label_regex or o.label_from not in ("auto", "table") or o.label_type != "auto":
+        raise UsageError("with --annotations the classes are the annotations' categories: drop --label_from, "
+                         "--label_regex and --label_type")
+    split = parse_split(o.split, False, keyed)
+    if split.source is SplitSource.FOLDERS:
+        raise UsageError("--split folders: with --annotations, splits come with them (SPLIT=PATH,... or YOLO's "
+                         "images/<split>/), or from --split ratios")
+    return inputs, split, "table", detection
+
+
+def _quality_spec(o) -> QualitySpec:
+    if not 0 <= o.near_duplicates <= 32:
+        raise UsageError(f"--near_duplicates {o.near_duplicates}: a Hamming distance 0..32 between 64-bit hashes "
+                         "(0: off; distinct photos are ~32 apart)")
+    if o.min_class_count < 0:
+        raise UsageError(f"--min_class_count {o.min_class_count} must be >= 0")
+    enabled = o.quality == "on"
+    if not enabled and o.duplicates != "keep_all":
+        raise UsageError(f"--duplicates {o.duplicates} needs the quality checks: drop --quality off")
+    return QualitySpec(enabled=enabled, duplicates=DuplicatePolicy(o.duplicates), max_distance=o.near_duplicates,
+                       min_class_count=o.min_class_count)
+
+
+def _stratify(o, split: SplitSpec) -> SplitSpec:
+    if o.stratify and split.source is not SplitSource.RATIOS:
+        raise UsageError(f"--stratify needs ratio splits (--split train=0.8,validation=0.2), not --split {o.split}")
+    return dataclasses.replace(split, salt=o.split_salt, stratify=o.stratify) if split.source is SplitSource.RATIOS \
+        else split
+
+
+def _folder_input(o) -> tuple[InputSpec, SplitSpec, str]:
+    root = fsutil.normalize_root(o.input)
+    unlisted = offline.skip(root, f"--input {o.input}: that it exists and holds images, and whether its top "
+                            "folders are split folders (the job was built as if not, unless --split folders)")
+    if not unlisted and not fsutil.is_dir(root):
+        raise UsageError(_not_a_folder(o.input, root))
+    subdirs = [] if unlisted else [d for d in fsutil.list_subdirs(root) if not d.startswith(".")]
+    split_folders = bool(subdirs) and all(d.lower() in KNOWN_SPLIT_FOLDERS for d in subdirs)
+    split = parse_split(o.split, split_folders, False)
+    if split.source is SplitSource.COLUMN:
+        raise UsageError("--split column needs a --label_table")
+    if split.source is SplitSource.FOLDERS and not subdirs and not unlisted:
+        raise UsageError(f"--split folders: {o.input!r} has no sub-folders to name the splits")
+    if o.label_from == "table":
+        raise UsageError("--label_from table needs a --label_table")
+    refuse_split_folders_as_classes(o, subdirs, split_folders, split)
+    include = tuple(p.strip() for p in o.include.split(",") if p.strip()) or ("*",)
+    inputs = InputSpec(InputKind.FOLDER, root, include=include, split_folders=split.source is SplitSource.FOLDERS)
+    return inputs, split, o.label_from
+
+
+def _not_a_folder(given: str, root: str) -> str:
+    """Why --input is not a folder of images: a label table given as --input
+    is pointed to --label_table."""
+    try:
+        is_file = os.path.isfile(root) if fsutil.is_local(root) else FileSystems.exists(root)
+    except Exception:  # e.g. a bucket we may not read: say what we know
+        is_file = False
+    if not is_file:
+        return f"--input {given!r}: no such folder (or it holds no files)"
+    try:
+        tables.table_format(root)
+    except tables.TableError:
+        return (f"--input {given!r} is a file, not a folder: --input takes the folder that holds the images "
+                "(root/<class>/<image>)")
+    return (f"--input {given!r} is a file, not a folder of images: for a label table use --label_table "
+            f"{given} (its paths are relative to its folder, or to --image_root)")
+
+
+def _table_input(o) -> tuple[InputSpec, SplitSpec, str]:
+    table = fsutil.normalize_root(o.label_table)
+    try:
+        fmt = tables.table_format(table)
+    except tables.TableError as e:
+        raise UsageError(str(e)) from None
+    try:
+        encoding = tables.check_encoding(o.table_encoding)
+    except tables.TableError as e:
+        raise UsageError(str(e)) from None
+    bad: list = []
+    if offline.skip(table, f"--label_table {o.label_table}: that it exists, and its header (the job was built "
+                    "with the columns --path_column, --label_column, --split_column and --extra_columns name, "
+                    "else 'filename' and 'label')"):
+        columns, sample = _assumed_columns(o), []
+    else:
+        columns, sample = _read_table_head(table, fmt, encoding, bad)
+    undecodable = [n for n, row in bad if publishable.TABLE_ENCODING in row.detail]
+    if undecodable and o.max_reject_fraction < 1:  # the publish step would refuse it: say so before the run
+        raise UsageError(f"--label_table {o.label_table!r}: " + publishable.undecodable_rows(
+            f"{len(undecodable):,} of its first rows", encoding, f"line {undecodable[0]}")
+            + " (--max_reject_fraction 1 converts without those rows)")
+    label_from = o.label_from
+    try:
+        path_col = tables.pick_column(columns, o.path_column, tables.PATH_COLUMNS, "path")
+        split_col = tables.pick_column(columns, o.split_column, tables.SPLIT_COLUMNS, "split",
+                                       required=o.split == "column")
+        label_col = tables.label_column_of(columns, path_col, split_col, o.label_column, label_from, o.label_regex)
+    except tables.TableError as e:
+        hint = ""
+        if fmt != "jsonl" and any(labels.is_float(c) for c in columns):
+            hint = (f". Its first row {columns[:4]} looks like data: the first row must be a header naming the "
+                    "columns, e.g. filename,label")
+        raise UsageError(f"--label_table {o.label_table!r}: {e}{hint}") from None
+    if label_from == "auto" and not label_col and not o.label_regex:
+        label_from = "none"  # a table of paths only
+    split = parse_split(o.split, False, bool(split_col))
+    if split.source is SplitSource.FOLDERS:
+        raise UsageError("--split folders needs an --input folder tree, not a table")
+    if split.source is not SplitSource.COLUMN:
+        split_col = ""
+    if o.extra_columns.strip() == "*":
+        extras = tuple(c for c in columns if c and c not in (path_col, label_col, split_col))
+    else:
+        extras = tuple(c.strip() for c in o.extra_columns.split(",") if c.strip())
+        missing = [c for c in extras if c not in columns]
+        if missing:
+            raise UsageError(f"--extra_columns {missing} not in the table; columns are {columns}")
+    # A table naming files without extensions (ids) is joined with a listing of the image root.
+    resolve_ids = any(r.get(path_col) and not tables.has_image_extension(r[path_col]) for r in sample)
+    inputs = InputSpec(InputKind.TABLE, fsutil.normalize_root(o.image_root or posixpath.dirname(table)),
+                       table=table, table_format=fmt, table_encoding=encoding, path_column=path_col,
+                       label_column=label_col,
+                       split_column=split_col, extra_columns=extras, resolve_ids=resolve_ids,
+                       allow_absolute_paths=o.allow_absolute_paths)
+    return inputs, split, label_from
+
+
+def _output_spec(o, run_id: str, keys: tuple, progress: bool, previous_version: str,
+                 previous: Optional[dict]) -> OutputSpec:
+    out = fsutil.normalize_root(o.output)
+    if not o.versioned:
+        return OutputSpec(out, run_id, o.overwrite, keys, progress)
+    version = o.version or versions.new_version_name()
+    if not versions.VERSION_NAME.match(version):
+        raise UsageError(f"--version {version!r}: use letters, digits, '.', '_' or '-' (it names a folder)")
+    if version in (previous_version, versions.LATEST):
+        raise UsageError(f"--version {version!r} is already published in {out}; give a new version name")
+    return OutputSpec(fsutil.join(out, version), run_id, o.overwrite, keys, progress, root=out, version=version,
+                      previous_version=previous_version,
+                      previous_fingerprint=(previous or {}).get("fingerprint", {}).get("run", ""),
+                      republish=o.republish_unchanged)
+
+
+def _label_spec(o, label_from: str, inputs: InputSpec, previous: Optional[dict] = None) -> LabelSpec:
+    if label_from == "auto":
+        label_from = "regex" if o.label_regex else "table" if inputs.kind is InputKind.TABLE else "folder"
+    source = LabelSource(label_from)
+    if source is LabelSource.REGEX:
+        if not o.label_regex:
+            raise UsageError("--label_from regex needs --label_regex")
+        try:
+            re.compile(o.label_regex)
+        except re.error as e:
+            raise UsageError(f"--label_regex {o.label_regex!r} is not a valid regular expression: {e}") from None
+    if source is LabelSource.FOLDER and o.label_depth == 0:
+        raise UsageError("--label_depth 0 names no folder; use 1 for root/<class>/..., -1 for the image's folder")
+    if not -(2**62) <= o.label_offset <= 2**62:
+        raise UsageError(f"--label_offset {o.label_offset} is out of range (class ids are int64)")
+    frozen = load_label_map(o.label_map) if o.label_map else None
+    carried = (previous or {}).get("label_map", {})
+    if frozen is None and carried.get("kind") == LabelType.CLASS and o.label_type in (LabelType.AUTO, LabelType.CLASS):
+        # A new version keeps the class ids of the version before it.
+        frozen = tuple(sorted(carried["classes"].items(), key=lambda p: (p[1], p[0])))
+    if o.extend_label_map and frozen is None and not o.versioned:
+        raise UsageError("--extend_label_map needs --label_map (the map to extend), or --versioned (which "
+                         "carries the previous version's map)")
+    label_type = LabelType(o.label_type)
+    if frozen is not None and label_type not in (LabelType.AUTO, LabelType.CLASS):
+        raise UsageError(f"--label_map gives class names; it cannot be used with --label_type {o.label_type}")
+    return LabelSpec(source, depth=o.label_depth, regex=o.label_regex, label_type=label_type, frozen_map=frozen,
+                     extend_map=o.extend_label_map, offset=o.label_offset, split_folders=inputs.split_folders)
+
+
+def _read_once(choice: str, inputs: InputSpec, shards: ShardSpec, quality: QualitySpec = QualitySpec()) -> bool:
+    """Whether each image is read once (validated as it is written). Planning
+    shards before validation needs every file's size (a folder listing gives
+    them, a table does not) or a --num_shards for every split; dropping
+    duplicates needs their content before planning."""
+    if quality.dedup_before_writing:
+        if choice == "1":
+            raise UsageError(f"--duplicates {quality.duplicates.value} finds duplicates before shards are planned, "
+                             "which reads each image twice: use --reads_per_image 2 (or auto)")
+        return False
+    if choice != "auto":
+        return choice == "1"
+    # --annotations: the images' folders are listed too, which gives every size.
+    return inputs.kind in (InputKind.FOLDER, InputKind.ANNOTATIONS) or "*" in dict(shards.num_shards)
+
+
+def _image_policy(o, read_once: bool = True) -> ImagePolicy:
+    formats = frozenset(f.strip().lower().replace("jpg", "jpeg") for f in o.output_formats.split(",") if f.strip())
+    bad = formats - set(STORABLE_FORMATS)
+    if not formats or bad:
+        raise UsageError(f"--output_formats {o.output_formats!r}: allowed are {','.join(STORABLE_FORMATS)} "
+                         "(other formats decode to 4-D tensors or not at all in TensorFlow; use --reencode)")
+    if not 1 <= o.jpeg_quality <= 100:
+        raise UsageError(f"--jpeg_quality {o.jpeg_quality} must be 1..100")
+    if o.max_pixels < 1:
+        raise UsageError(f"--max_pixels {o.max_pixels} must be positive")
+    for flag, value in (("max_file_bytes", o.max_file_bytes), ("io_timeout", o.io_timeout)):
+        if not value > 0:
+            raise UsageError(f"--{flag} {value} must be positive")
+    if not 0 <= o.reads_in_flight <= 1024:
+        raise UsageError(f"--reads_in_flight {o.reads_in_flight} must be 0 (automatic) to 1024")
+    reads = ReadPolicy(in_flight=o.reads_in_flight, timeout=o.io_timeout, max_file_bytes=o.max_file_bytes,
+                       once=read_once)
+    return ImagePolicy(validation=Validation(o.validate), output_formats=formats,
+                       reencode="" if o.reencode == "off" else o.reencode,
+                       max_pixels=o.max_pixels, jpeg_quality=o.jpeg_quality,
+                       apply_orientation=o.exif_orientation == "apply", reads=reads, resize=_resize_policy(o))
+
+
+def _resize_policy(o) -> ResizePolicy:
+    """--resize_*: a bound, and how to meet it; the other flags need a bound."""
+    longest, shorter = o.resize_longest_side, o.resize_shorter_side
+    for flag, v in (("resize_longest_side", longest), ("resize_shorter_side", shorter)):
+        if v is not None and v < 1:
+            raise UsageError(f"--{flag} {v} must be a positive number of pixels")
+    if longest is not None and shorter is not None:
+        raise UsageError("--resize_longest_side and --resize_shorter_side exclude each other: give one bound")
+    how = {"resize_filter": o.resize_filter, "resize_png": o.resize_png, "resize_smart": o.resize_smart,
+           "resize_draft": o.resize_draft}
+    if longest is None and shorter is None:
+        given = [f"--{k}" for k, v in how.items() if v is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)} need a bound: --resize_longest_side N or --resize_shorter_side N")
+        return ResizePolicy()
+    allowed = {"resize_filter": tuple(FILTERS), "resize_png": tuple(p.value for p in PngPolicy),
+               "resize_smart": ("on", "off"), "resize_draft": ("on", "off")}
+    for k, v in how.items():
+        if v is not None and v not in allowed[k]:
+            raise UsageError(f"--{k} {v!r}: allowed are {', '.join(allowed[k])}")
+    return ResizePolicy(mode=ResizeMode.LONGEST if longest is not None else ResizeMode.SHORTER,
+                        size=longest if longest is not None else shorter, filter=o.resize_filter or "lanczos",
+                        png=PngPolicy(o.resize_png or "keep"), smart=o.resize_smart != "off",
+                        draft=o.resize_draft != "off")
+
+
+def _shard_spec(o) -> ShardSpec:
+    if o.shard_multiple < 1:
+        raise UsageError(f"--shard_multiple {o.shard_multiple} must be >= 1")
+    if not -(2**63) <= o.seed < 2**63:
+        raise UsageError(f"--seed {o.seed} must fit in 64 bits")
+    if o.max_examples_per_split < 0:
+        raise UsageError("--max_examples_per_split must be >= 0 (0: no cap)")
+    if o.index_files and o.compression != "none":
+        raise UsageError(f"--index_files cannot be used with --compression {o.compression}: an index gives byte "
+                         "offsets into the file as stored, which a reader cannot seek to inside a compressed "
+                         "stream (DALI and the PyTorch tfrecord package read indexes of uncompressed shards only); "
+                         "use --compression none")
+    if o.output_format == OutputFormat.ARRAY_RECORD and (o.compression != "none" or o.index_files):
+        flag = f"--compression {o.compression}" if o.compression != "none" else "--index_files"
+        raise UsageError(f"{flag} cannot be used with --output_format array_record: ArrayRecord shards are written "
+                         "uncompressed (JPEG and PNG bytes do not compress) and locate their records themselves "
+                         "(random access by index, no .idx file needed); use --output_format tfrecord for "
+                         f"{flag}")
+    return ShardSpec(num_shards=parse_num_shards(o.num_shards), shard_bytes=parse_size(o.shard_size),
+                     multiple=o.shard_multiple, compression=Compression(o.compression), seed=o.seed,
+                     max_per_split=o.max_examples_per_split, index_files=o.index_files,
+                     output_format=OutputFormat(o.output_format))
+
+
+def _feature_keys(text: str, extra_columns: tuple) -> tuple:
+    known = set(DEFAULT_KEYS.values()) | set(extra_columns)
+    clash = set(extra_columns) & set(DEFAULT_KEYS.values())
+    pairs = parse_pairs(text, "--feature_keys")
+    renamed = {old for old, _ in pairs}
+    if clash - renamed:
+        raise UsageError(f"table columns {sorted(clash - renamed)} have the names of built-in features; "
+                         "rename them with --feature_keys or leave them out with --extra_columns")
+    for old, new in pairs:
+        if old not in known:
+            raise UsageError(f"--feature_keys: {old!r} is not a feature; features are {sorted(known)}")
+    final = [dict(pairs).get(k, k) for k in known]
+    final = [k for k in final if k]
+    if len(final) != len(set(final)):
+        raise UsageError(f"--feature_keys {text!r} gives two features the same name")
+    return tuple(pairs)
+
+
+def _allow_shrink(o) -> bool:
+    if o.allow_shrink and not o.versioned:
+        raise UsageError("--allow_shrink needs --versioned (a run is held to the version LATEST names)")
+    return o.allow_shrink
+
+
+def _fraction(x: float) -> float:
+    if not 0 <= x <= 1:
+        raise UsageError(f"--max_reject_fraction {x} must be between 0 and 1")
+    return x

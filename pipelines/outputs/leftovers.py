@@ -1,0 +1,30 @@
+"""What runs that were killed left in an output: its staging folders and
+resume areas (kept for a rerun of the same command to resume from), removed
+under the output's lock (behind `tfrecords cleanup`, commands/cleanup.py;
+the temp folder's leftovers: lifecycle.reclaim_scratch)."""
+from __future__ import annotations
+
+from tfrecord_pipelines.outputs import output_guard
+from tfrecord_pipelines.transforms.storage import fsutil, layout, resume, run_lock
+
+
+def clean_output(output: str) -> tuple[list, list]:
+    """(staging folders, resume areas) removed from `output` (and from its
+    version folders, for a --versioned root), under its lock; raises
+    run_lock.LockHeld. A resume area is what a rerun of a killed run would
+    keep its complete shards from: cleaning the output gives that up."""
+    run_id = layout.new_run_id("cleanup-")
+    folders = [output] + [fsutil.join(output, d) for d in fsutil.list_subdirs(output)
+                          if layout.VERSION_NAME.match(d) and not d.startswith(layout.STAGING_PREFIX)]
+    run_lock.acquire(output, run_id, ttl_hours=1.0)
+    removed, areas = [], []
+    try:
+        for folder in folders:
+            removed += [fsutil.join(folder, d) for d in fsutil.list_subdirs(folder)
+                        if d.startswith(layout.STAGING_PREFIX)]
+            output_guard.remove_leftover_staging(folder, run_id)
+        areas = resume.areas(output)
+        resume.remove_all(output)
+    finally:
+        run_lock.release(output, run_id)
+    return removed, areas

@@ -1,0 +1,262 @@
+"""A conversion's lifecycle, in one place: the output checked and locked,
+the pipeline built and run, the run ended (staging folder removed, lock
+released) in one try/finally, and a failure told in one line.
+
+Who ends the run: the launcher, for a local run and for a job that was never
+submitted (a failure before submission, a dry run); the job's own Publish
+step (transforms/stages/publish.py) for a job the launcher handed to a remote
+runner, which goes on if the launcher stops watching.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import errno
+import json
+import os
+import re
+import sys
+import tempfile
+from typing import Optional
+
+from tfrecord_pipelines import speed
+
+from tfrecord_pipelines.outputs import output_guard
+from tfrecord_pipelines.run import offline
+
+from tfrecord_pipelines.outputs import versions
+from tfrecord_pipelines.options.config import ConvertConfig
+from tfrecord_pipelines.transforms.core.errors import UsageError
+from tfrecord_pipelines.console.progress_line import ProgressLine
+from tfrecord_pipelines.run.stderr_filter import filtered_stderr
+from tfrecord_pipelines.transforms.core import errors
+from tfrecord_pipelines.transforms.stages.publish import TooManyRejects
+from tfrecord_pipelines.transforms.storage import fsutil, layout, resume, run_lock, scratch, spill
+
+
+def check_output_path(output: str) -> None:
+    """Before the lock is taken (taking it creates the folder): --output is a
+    folder, or can be made, and we may write there. Local paths only; a
+    bucket's permissions show when the lock is written."""
+    if not fsutil.is_local(output):
+        return
+    path = os.path.abspath(output)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"--output {output!r} is a file, not a folder")
+    probe = path
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise UsageError(f"--output {output!r}: {probe!r} is a file, so no folder can be made inside it")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UsageError(f"--output {output!r}: no permission to write in {probe!r}")
+
+
+class Run:
+    """The locked run: `with locked(cfg, ...) as run: run.execute(...)`."""
+
+    def __init__(self, cfg: ConvertConfig):
+        self.cfg = cfg
+        self.handed_off = False  # a remote job was submitted: it ends the run itself
+        self.worker_pids: set = set()  # local runs: the processes that reported progress
+        self.result = None  # Beam's PipelineResult (a dry run's holds the job it built)
+
+    def execute(self, job) -> str:
+        """Builds and runs the pipeline of a configured Job (conversion.py):
+        "dry_run", "submitted" or "done"."""
+        import apache_beam as beam
+        from apache_beam.options.pipeline_options import TestOptions, TypeOptions
+
+        from tfrecord_pipelines.run.pipeline import build_pipeline
+        options, runner, values, plan = job.options, job.runner, job.values, job.plan
+        cfg, local, debug = self.cfg, plan.local, plan.debug
+        # Our transforms declare no element types; construction-time type inference would only cost time.
+        options.view_as(TypeOptions).pipeline_type_check = False
+        reclaim_scratch()
+        # This run's scratch folder (progress, error notes, a bucket output's spill files), and for a local
+        # run into a local folder the staging folder: what a later run reclaims if this one is killed.
+        mine = layout.staging_dir(cfg.output.output, cfg.output.run_id) \
+            if local and fsutil.is_local(cfg.output.output) else ""
+        with scratch.folder("run", staging=mine) as folder:
+            progress_dir = folder if cfg.output.progress else ""
+            p = beam.Pipeline(runner=runner, options=options)
+            build_pipeline(p, cfg, progress_dir, spill_dir(cfg, local, values.spill, folder))
+            progress = ProgressLine(progress_dir, values.progress,
+                                    cfg.inputs.root or cfg.inputs.table, cfg.images.reads.timeout)
+            try:
+                # Beam's own worker processes (when not forked from our zygote) start inside p.run().
+                with speed.quiet_stderr(plan.speed.quiet_workers), progress, filtered_stderr(not debug), \
+                        _error_notes(folder if local else ""):
+                    result = self.result = p.run()
+                    if options.view_as(TestOptions).dry_run:
+                        return "dry_run"
+                    if not local:
+                        self.handed_off = True
+                        if values.detach:
+                            return "submitted"
+                    try:
+                        result.wait_until_finish()
+                    except Exception:
+                        # The job ended, failed: it may not have released the lock. (Interrupted
+                        # instead, the launcher stops watching a job that goes on: it stays the job's.)
+                        self.handed_off = False
+                        raise
+                    self.handed_off = False
+            except BaseException as e:
+                raise _own_error(folder) or e
+            finally:
+                self.worker_pids = progress.worker_pids()
+                spill.release()  # an in-process run's spill files, before their folder is removed
+        return "done"
+
+
+def reclaim_scratch(out=None) -> list:
+    """Removes what killed runs left on this machine (transforms/storage/scratch.py),
+    saying so on stderr (or `out`)."""
+    removed = scratch.reclaim()
+    if removed:
+        from tfrecord_pipelines.transforms.core.units import human_bytes
+        shown = ", ".join(r.path for r in removed[:3]) + (", ..." if len(removed) > 3 else "")
+        print(f"removed what {'a killed run' if len(removed) == 1 else 'killed runs'} left on this machine: "
+              f"{len(removed)} folder{'s' if len(removed) > 1 else ''}, {human_bytes(sum(r.bytes for r in removed))} "
+              f"({shown})", file=out or sys.stderr)
+    return removed
+
+
+def preview(job) -> dict:
+    """--dry_run on a local run: the figures of pipeline.build_preview, found
+    without reading an image, locking or writing anything in the output (its
+    spill files wait in a scratch folder)."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import TypeOptions
+
+    from tfrecord_pipelines.run.pipeline import build_preview
+    cfg, options, runner, debug = job.cfg, job.options, job.runner, job.plan.debug
+    options.view_as(TypeOptions).pipeline_type_check = False
+    with tempfile.TemporaryDirectory(prefix="tfrecords-preview-") as folder:
+        result = os.path.join(folder, "preview.json")
+        spill = "" if job.values.spill == "off" else os.path.join(folder, "spill")
+        p = beam.Pipeline(runner=runner, options=options)
+        build_preview(p, cfg, spill, result)
+        try:
+            with speed.quiet_stderr(job.plan.speed.quiet_workers), filtered_stderr(not debug), _error_notes(folder):
+                p.run().wait_until_finish()
+        except BaseException as e:
+            raise _own_error(folder) or e
+        with open(result) as f:
+            return json.load(f)
+
+
+def spill_dir(cfg: ConvertConfig, local: bool, mode: str, scratch: str) -> str:
+    """A local run's spill folder: in the staging folder beside the output
+    (the disk the user chose for the data, removed with it), or in the
+    launcher's scratch folder when the output is a bucket; none for remote
+    runners (their shuffle does this) or with --spill off."""
+    if not local or mode == "off":
+        return ""
+    out = cfg.output
+    if fsutil.is_local(out.output):
+        return os.path.join(layout.staging_dir(out.output, out.run_id), "spill")
+    return os.path.join(scratch, "spill")
+
+
+@contextlib.contextmanager
+def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool):
+    """Checks the output, takes its lock, removes what earlier runs left;
+    on leaving, however it leaves, ends the run unless a remote job took it."""
+    out = cfg.output
+    if offline.skip(out.lock_dir, f"--output {out.output}: permission to write there, whether it already holds a "
+                    "dataset, and its lock (taken when the job is submitted)"):
+        yield Run(cfg)  # a dry run: no lock to take, nothing to end
+        return
+    # The friendly checks first: taking the lock creates the folder, and would
+    # fail with a raw OSError on a file or an unwritable place.
+    check_output_path(out.lock_dir)
+    check_output_path(out.output)
+    output_guard.check_apart(out.lock_dir, cfg.inputs.root)  # a --versioned root holds the versions
+    run_lock.acquire(out.lock_dir, out.run_id, ttl_hours, break_lock)
+    run = Run(cfg)
+    try:
+        versions.check_latest_unchanged(out)  # read before the lock was ours
+        try:
+            # A run killed while publishing into this output: its shards go back to its resume area.
+            for line in resume.recover(out.root or out.output):
+                print(line, file=sys.stderr)
+            output_guard.check_output(out.output, cfg.inputs.root, out.overwrite)
+            output_guard.remove_leftover_staging(out.output, out.run_id)
+        except OSError as e:  # e.g. an output folder we may not list
+            raise UsageError(f"--output {out.output!r}: {e.strerror or e}") from None
+        yield run
+    finally:
+        if not run.handed_off:
+            fsutil.delete_tree(layout.staging_dir(out.output, out.run_id))
+            run_lock.release(out.lock_dir, out.run_id)
+
+
+@contextlib.contextmanager
+def _error_notes(folder: str):
+    """While the pipeline runs, our errors note their type in `folder`
+    (transforms/core/errors.py); the workers inherit the variable."""
+    if not folder:
+        yield
+        return
+    before = os.environ.get(errors.NOTES_ENV)
+    os.environ[errors.NOTES_ENV] = folder
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(errors.NOTES_ENV, None)
+        else:
+            os.environ[errors.NOTES_ENV] = before
+
+
+def _own_error(folder: str) -> Optional[errors.ConversionError]:
+    noted = errors.noted_errors(folder)
+    return noted[0] if noted else None
+
+
+_OS_ERROR = re.compile(r"\[Errno (\d+)\] ([^\n\[]+?)(?:: '([^'\n]*)')?(?: \[while running|\n|$)")
+_LAST_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit)): (.+)$", re.M)
+
+
+def describe_failure(e: BaseException, output: str, run_id: str = "") -> str:
+    """One line for any failure of a run: ours by their message, an OS error
+    (disk full, permissions) by its cause and path, else the last error a
+    remote runner reported, without its traceback (--debug shows it)."""
+    own = errors.own_error(e)
+    if own is not None:
+        return str(own) + (_rejects_by_reason(output, run_id) if isinstance(own, TooManyRejects) else "")
+    if isinstance(e, KeyboardInterrupt):
+        return "interrupted; nothing was published"
+    text = f"{type(e).__name__}: {e}" if isinstance(e, OSError) else str(e)
+    m = _OS_ERROR.search(text)
+    if m:
+        code, what, path = int(m.group(1)), m.group(2).strip(), m.group(3)
+        where = f" ({path})" if path else ""
+        if output and not fsutil.is_local(output) and code in (errno.ENOSPC, errno.EDQUOT):
+            # A bucket does not fill up like a disk: what is full is a local one, where this
+            # run keeps its scratch files (spill files, temp shards) when the output is a bucket.
+            return (f"{what}{where} on this machine, not in --output {output}: a run to a bucket keeps its "
+                    f"scratch files (spill files, about 1 KB per image) in the temp folder {tempfile.gettempdir()}; "
+                    "free space there or point TMPDIR at a disk with room (or pass --spill off); nothing was "
+                    "published")
+        if output and code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            return (f"{what}{where} while writing --output {output}: free space (or raise the quota) on that "
+                    "device and rerun; nothing was published")
+        return f"{what}{where}; nothing was published"
+    found = _LAST_ERROR.findall(text)
+    lines = text.strip().splitlines()
+    detail = f"{found[-1][0]}: {found[-1][1]}" if found else lines[-1] if lines else type(e).__name__
+    return f"the run failed: {detail.split(' [while running')[0]} (rerun with --debug for the traceback)"
+
+
+def _rejects_by_reason(output: str, run_id: str) -> str:
+    """For a run refused for its rejects: the counts by reason, from the
+    rejects file the publish step wrote."""
+    try:
+        data = fsutil.read_bytes(fsutil.join(output, layout.failed_rejects_name(run_id)))
+        counts = collections.Counter(json.loads(line).get("reason", "?") for line in data.splitlines() if line.strip())
+    except Exception:  # the message stands without the counts
+        return ""
+    return "\nrejected by reason: " + ", ".join(f"{k} {v:,}" for k, v in counts.most_common())
