@@ -26,10 +26,11 @@ validation, reject reasons and counts.
 
 WriteDataset: that dict -> shards planned, written and published with their
 manifest (written last), rejects.jsonl, label_map.json and report.html in
-`output`; its output is the manifest (a singleton PCollection). It takes the
-output's lock when the pipeline is built, and its publish step releases it;
-a pipeline that fails leaves the lock, which the next build in the same
-process takes over (else break_lock=True, or it expires: lock_ttl_hours).
+`output`; its output is the manifest (a singleton PCollection). Building the
+graph reads and writes nothing: the pipeline's first step takes the output's
+lock (before any shard is written), and its publish step releases it; a
+pipeline that fails leaves the lock, which the next run in the same process
+takes over (else break_lock=True, or it expires: lock_ttl_hours).
 
 Same rows and options as the command's table: byte-identical shards
 (tests/e2e/test_ptransforms.py), on any runner. A local runner holds the
@@ -45,7 +46,7 @@ import apache_beam as beam
 from tfrecord_pipelines.run import pipeline
 from tfrecord_pipelines.options.config import ConvertConfig
 from tfrecord_pipelines.transforms.core.errors import UsageError
-from tfrecord_pipelines.transforms.core.specs import InputKind, InputSpec, SplitSource
+from tfrecord_pipelines.transforms.core.specs import RECORDS, InputKind, InputSpec, SplitSource
 from tfrecord_pipelines.transforms.stages.list_inputs import ListInputs, ListSpec
 from tfrecord_pipelines.transforms.storage import layout
 
@@ -116,23 +117,34 @@ class WriteDataset(beam.PTransform):
         self._cfg, self._ttl, self._break = config, lock_ttl_hours, break_lock
 
     def expand(self, records):
-        _take_output(self._cfg, self._ttl, self._break)
-        return records | "Dataset" >> pipeline.WriteDataset(self._cfg)
+        cfg, ttl, break_lock = self._cfg, self._ttl, self._break
+        taken = (records[RECORDS].pipeline | "Output" >> beam.Create([None])
+                 | "TakeOutput" >> beam.Map(lambda _: _take_output(cfg, ttl, break_lock)))
+        # Every record waits for the lock: no shard is written before the output is this run's.
+        locked = records[RECORDS] | "AfterLock" >> beam.Map(lambda batch, _: batch, beam.pvalue.AsSingleton(taken))
+        return {**records, RECORDS: locked} | "Dataset" >> pipeline.WriteDataset(cfg)
 
 
-def _take_output(cfg: ConvertConfig, ttl_hours: float, break_lock: bool) -> None:
+def _take_output(cfg: ConvertConfig, ttl_hours: float, break_lock: bool) -> bool:
     """What the command's lifecycle does before a run (pipelines/run/lifecycle.py):
     the output checked, locked, cleared of earlier runs' leftovers; the run's
-    publish step ends it (job_ends_run)."""
+    publish step ends it (job_ends_run). A retry of the step finds the lock
+    its own."""
     from tfrecord_pipelines.outputs import output_guard
     from tfrecord_pipelines.run import lifecycle
     from tfrecord_pipelines.transforms.storage import run_lock
     out = cfg.output
     lifecycle.check_output_path(out.output)
-    run_lock.acquire(out.lock_dir, out.run_id, ttl_hours, break_lock, handed_off=True)
+    try:
+        run_lock.acquire(out.lock_dir, out.run_id, ttl_hours, break_lock, handed_off=True)
+    except run_lock.LockHeld:
+        if run_lock.held_by(out.lock_dir) != out.run_id:
+            raise
+        return True
     try:
         output_guard.check_output(out.output, "", out.overwrite)  # rows: no folder is listed
         output_guard.remove_leftover_staging(out.output, out.run_id)
     except BaseException:
         run_lock.release(out.lock_dir, out.run_id)
         raise
+    return True

@@ -45,9 +45,9 @@ class ConvertConfig:
         if self.inputs.source:  # rows from Python: the table is a scratch copy, named by what it was made from
             d["inputs"]["table"] = self.inputs.source
         d["inputs"].pop("source", None)
-        for k in ("run_id", "progress", "previous_fingerprint", "job_ends_run", "check_only", "listed_at_ns",
-                  "previous", "why_full", "keep_versions", "resume_parent", "racy_after_ns"):
-            d["output"].pop(k, None)
+        for f in dataclasses.fields(self.output):
+            if f.metadata.get("recorded", True) is False:  # specs.RUN_ONLY: this run's, not a setting
+                d["output"].pop(f.name, None)
         return d
 
     def fingerprint_options(self) -> dict:

@@ -2,12 +2,10 @@
 in CPU: the --dry_run line that lets a user price a job (a Dataflow bill is
 vCPU-hours) before launching it.
 
-The figures are this project's measurements of the whole process tree's CPU
-on a 2-vCPU VM, on ImageNet-like photos (../shared's make_imagefolder: 50,450
-JPEGs of 116.6 KB, 5.88 GB; warm page cache, output on a RAM disk, medians
-of 3, 2026-11-28; docs/performance.md, "A per-vCPU figure for a Dataflow
-bill"): header checks 24.95 CPU s, 495 µs per image; full validation 109.1
-CPU s, 2,163 µs per image. Whole runs, start-up included (2-4 CPU s), so
+The rates are the whole process tree's CPU measured on ImageNet-like photos
+(~117 KB JPEGs, warm page cache; docs/performance.md, "A per-vCPU figure for
+a Dataflow bill"): header checks ~495 µs per image, full validation ~2,160
+µs per image. Whole runs, start-up included (2-4 CPU s), so
 the figures lean high. The synthetic images of `make bench` cost less (171
 and 1,248 µs for ~105 KB), so photos are the basis. The cost grows with the
 bytes read (full validation of 2.37 MB photos cost 30.1 ms, 12.7 µs per KB:
@@ -41,9 +39,8 @@ US_PER_KB = {
     "resize": _FULL * 49.0 / 30.1,
 }
 # An incremental version's records copied from the previous one, per KB copied, the stages over every record
-# included: bench.incremental (a), 2026-11-28 (bench/results/incremental-20261128.json): the incremental runs took
-# 20.8, 22.8 and 24.5 CPU s, median 22.8, for 550 images read (64.1 MB, full validation: 1.19 s at the rate above)
-# and 49,950 records copied (5.82 GB): (22.8 - 1.19) / 5.82e6 KB = 3.71.
+# included (bench.incremental (a): a run that read 550 images, 64.1 MB, and copied 49,950 records, 5.82 GB, took
+# 22.8 CPU s, of which the reads and checks ~1.2 s at the rate above): ~3.7 µs per KB.
 US_PER_KB_COPIED = (22.8e6 - 64.1e3 * _FULL) / 5.82e6
 US_PER_REMOTE_IMAGE = 1_900   # a bucket's request and download, on top (bench.gcs at 30 ms per request)
 KB_WHEN_UNSIZED = 117         # a listing without sizes (a table's rows): the measured photos' size

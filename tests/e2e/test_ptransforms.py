@@ -80,17 +80,20 @@ def test_on_the_multi_process_local_runner(dataset, tmp_path):
     _same_as_the_command(out, command)
 
 
-def test_pairs_absolute_paths_and_the_lock_of_a_pipeline_never_run(dataset, tmp_path):
+def test_pairs_absolute_paths_and_a_pipeline_built_but_never_run(dataset, tmp_path):
+    """Building the graph takes no lock and writes nothing; the run takes the
+    lock in its first step and its publish step releases it."""
     root, labels, _, _ = dataset
     out = str(tmp_path / "out")
     pairs = [(os.path.join(root, rel), lab) for rel, lab in sorted(labels.items())]
     first = TestPipeline()
     cfg = tfp.beam_config(output=out, image_root=root)
-    first | beam.Create(pairs) | tfp.ToRecords(cfg) | tfp.WriteDataset(cfg)  # built, never run: its lock stays
-    assert os.path.exists(os.path.join(out, ".tfrecords.lock"))
+    first | beam.Create(pairs) | tfp.ToRecords(cfg) | tfp.WriteDataset(cfg)  # built, never run
+    assert not os.path.exists(out)
     cfg = tfp.beam_config(output=out, image_root=root)
-    with TestPipeline() as p:  # the next build in this process takes it over
+    with TestPipeline() as p:
         p | beam.Create(pairs) | tfp.ToRecords(cfg) | tfp.WriteDataset(cfg)
+    assert not os.path.exists(os.path.join(out, ".tfrecords.lock"))
     check_against_source(out, labels, root)
 
 

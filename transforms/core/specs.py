@@ -162,26 +162,40 @@ def is_remote(path: str) -> bool:
     return "://" in path
 
 
+RUN_ONLY = {"recorded": False}  # a field of a spec that the manifest's settings leave out
+
+
 @dataclasses.dataclass(frozen=True)
 class OutputSpec:
+    """Where and how the output is written. Fields marked RUN_ONLY belong to
+    this run (its id, what it found in the previous version, how it reports)
+    and are not among the settings the manifest records."""
     output: str                      # the folder the shards go to
-    run_id: str
+    run_id: str = dataclasses.field(metadata=RUN_ONLY)
     overwrite: bool = False
     feature_keys: tuple = ()         # ((default key, new key or ""), ...)
-    progress: bool = False
+    progress: bool = dataclasses.field(default=False, metadata=RUN_ONLY)
     root: str = ""                   # --versioned: the dataset root holding versions and LATEST
     version: str = ""                # --versioned: this run's version folder name
     previous_version: str = ""       # the version LATEST named when the run started
-    previous_fingerprint: str = ""
+    previous_fingerprint: str = dataclasses.field(default="", metadata=RUN_ONLY)
     republish: bool = False          # publish even when nothing changed
-    job_ends_run: bool = False       # the job's Publish step releases the lock (a launcher that does not wait)
-    check_only: bool = False         # `tfrecords check`: validate and report; no shards, no manifest
-    listed_at_ns: int = 0            # when the run started (before its listing): provenance's racy threshold
-    previous: object = None          # --versioned: provenance.PreviousVersion whose records may be copied
-    why_full: str = ""               # --versioned: why no record is copied from the previous version
-    keep_versions: int = 0           # --versioned: complete versions kept after publishing (0: all)
-    resume_parent: str = ""          # where the resume area lives (the root, or the output); "": no resume
-    racy_after_ns: int = 0           # files changed since this time are treated as changed (provenance.racy)
+    # the job's Publish step releases the lock (a launcher that does not wait)
+    job_ends_run: bool = dataclasses.field(default=False, metadata=RUN_ONLY)
+    # `tfrecords check`: validate and report; no shards, no manifest
+    check_only: bool = dataclasses.field(default=False, metadata=RUN_ONLY)
+    # when the run started (before its listing): provenance's racy threshold
+    listed_at_ns: int = dataclasses.field(default=0, metadata=RUN_ONLY)
+    # --versioned: provenance.PreviousVersion whose records may be copied
+    previous: object = dataclasses.field(default=None, metadata=RUN_ONLY)
+    # --versioned: why no record is copied from the previous version
+    why_full: str = dataclasses.field(default="", metadata=RUN_ONLY)
+    # --versioned: complete versions kept after publishing (0: all)
+    keep_versions: int = dataclasses.field(default=0, metadata=RUN_ONLY)
+    # where the resume area lives (the root, or the output); "": no resume
+    resume_parent: str = dataclasses.field(default="", metadata=RUN_ONLY)
+    # files changed since this time are treated as changed (provenance.racy)
+    racy_after_ns: int = dataclasses.field(default=0, metadata=RUN_ONLY)
 
     @property
     def lock_dir(self) -> str:

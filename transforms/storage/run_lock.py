@@ -124,6 +124,11 @@ def acquire(folder: str, run_id: str, ttl_hours: float = 48.0, break_lock: bool 
     raise LockHeld(f"could not take the lock {lock}")
 
 
+def held_by(folder: str) -> str:
+    """The run id the lock of `folder` names ("" when there is none)."""
+    return str((_held(folder) or {}).get("run_id") or "")
+
+
 def check(folder: str, run_id: str) -> None:
     """Fencing: go on only while the lock still names this run. A run whose
     lock was taken over (--break_lock, or it expired) must not write over the
