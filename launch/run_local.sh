@@ -8,8 +8,8 @@
 #   shard (with --versioned, of the version OUTPUT/LATEST names).
 # Environment: none of its own. Uses the project's virtualenv, .venv (made by `make install` or
 #   `make demo`). TMPDIR: where a run whose --output is a bucket keeps its spill files (about
-#   1 KB per image; a local output keeps them beside it); TFRECORDS_FORK_WORKERS=0: Beam's own
-#   worker processes instead of forked ones.
+#   1 KB per image; a local output keeps them beside it); TFRECORDS_SPEEDUPS=0: the command's speed layer
+#   off (Beam imported whole, Beam's own worker processes instead of forked ones).
 # Exit status: convert's (0 done, 1 the run failed, 2 a usage error), else verify's.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 
@@ -50,6 +51,9 @@ def main(argv=None) -> int:
         return process.FAILED
     print(f"OK: {report.shards} shards, {report.records:,} records re-read; framing, CRCs, Examples, image "
           "checksums, counts and shard checksums match the manifest.")
-    print(f"\nNext: tfrecords inspect {out}   |   the rejects are in {os.path.join(out, 'rejects.jsonl')}")
+    # The command beside this Python: on PATH only once its environment is activated (make demo does not).
+    tool = os.path.join(os.path.dirname(sys.executable), "tfrecords")
+    tool = "tfrecords" if shutil.which("tfrecords") == tool or not os.path.exists(tool) else os.path.relpath(tool)
+    print(f"\nNext: {tool} inspect {out}   |   the rejects are in {os.path.join(out, 'rejects.jsonl')}")
     return process.OK
 

@@ -82,7 +82,7 @@ class ProgressLine:
                 self._update()
                 if self._bar is not None:
                     self._bar.close()
-                sys.stderr.write(self.line() + "\n")
+                sys.stderr.write("" if self._bar is not None and in_kernel() else self.line() + "\n")  # the bar says it
                 sys.stderr.flush()
         return False
 
@@ -152,7 +152,7 @@ class ProgressLine:
                 sized = False
             self._bar = tqdm(desc=phase, total=total, unit=" img", dynamic_ncols=sized, ncols=None if sized else 100,
                              nrows=None if sized else 24, file=sys.stderr, leave=True, mininterval=self.INTERVAL,
-                             miniters=1)  # we update in jumps: tqdm's dynamic miniters would skip redraws
+                             miniters=1, smoothing=0)  # updates come in jumps: no dynamic miniters; the mean rate
         elif phase != self._phase:
             self._bar.set_description(phase, refresh=False)
             self._bar.reset(total=total)  # the rate and time left of this phase only

@@ -78,3 +78,24 @@ def test_the_reading_snippets_read_the_commands_output(ran):
                                     for s in shapes), out["read"].stdout
     names = ast.literal_eval(out["spec"].stdout.strip())  # {id: class name}
     assert [names[i] for i in sorted(names)] == sorted(set(labels.values())), out["spec"].stdout
+
+
+def test_the_dataframe_and_beam_snippets_take_the_demos_jpeg_files(tmp_path):
+    """The demo's images are `<class>/<class>_<k>.JPEG` (upper case, as ImageNet's), beside a broken
+    `notes.jpg`: the snippets a reader runs on `demo/data/train` convert every image there, not none."""
+    from tfrecord_pipelines import sample_data
+    info = sample_data.make_imagefolder(str(tmp_path / "data"), 3, 8, seed=0, scale=0.2)
+    os.symlink(info["root"], tmp_path / "images")
+    with open(os.path.join(info["root"], sample_data.class_names(3, 0)[0], "notes.jpg"), "wb") as f:
+        f.write(b"<html>not an image</html>\n")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    out = {}
+    for name, folder in (("python", "out_py"), ("beam", "out_beam")):
+        out[name] = p = subprocess.run([sys.executable, "-c", snippets()[name][1]], cwd=str(tmp_path), env=env,
+                                       capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+        m = manifest(str(tmp_path / folder))
+        assert sum(v["records"] for v in m["splits"].values()) == 24, (name, m["splits"])
+        assert len(m["label_map"]["classes"]) == 3, (name, m["label_map"])
+    assert "{'listed': 25, 'written': 24, 'rejected': 1, 'not_selected': 0} {'not_an_image': 1}" in \
+        out["python"].stdout, out["python"].stdout
