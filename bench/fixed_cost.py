@@ -25,7 +25,7 @@ after a wait for a quiet machine, as in bench/run.py; medians are printed:
 Variants: default (what the converter decides: in-process for a small input,
 pipelines/run/small_run.py), in_process (--direct_running_mode in_memory), workers
 (--direct_running_mode multi_processing: worker processes on every core),
-whole_beam (default with TFRECORDS_LEAN_IMPORT=0: Beam imported whole), and
+whole_beam (default with TFRECORDS_SPEEDUPS=0: the speed layer off, Beam imported whole), and
 the baselines python (`python -c pass`), tutorial (bench/baselines.py's
 loop, the tf.train.Example + TFRecordWriter tutorial) and beam_floor
 (bench/baselines.py: Beam imported, started and stopped as the converter
@@ -56,7 +56,7 @@ VARIANTS = {
     "default": ([], {}),
     "in_process": (["--direct_running_mode", "in_memory"], {}),
     "workers": (["--direct_running_mode", "multi_processing"], {}),
-    "whole_beam": ([], {"TFRECORDS_LEAN_IMPORT": "0"}),
+    "whole_beam": ([], {"TFRECORDS_SPEEDUPS": "0"}),
     "python": (None, {}),
     "tutorial": (None, {}),
     "beam_floor": (None, {}),

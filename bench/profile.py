@@ -103,7 +103,7 @@ def import_costs() -> dict:
     env = child_env()
     out = {}
     for name, stmt in [("python", "pass"), ("apache_beam", "import apache_beam"),
-                       ("apache_beam, lean", "from tfrecord_pipelines import lean_beam; lean_beam.import_lean()"),
+                       ("apache_beam, lean", "from tfrecord_pipelines.speed import lean_import; lean_import.import_lean()"),
                        ("tfrecord_pipelines.commands.convert", "import tfrecord_pipelines.commands.convert"),
                        ("tensorflow", "import tensorflow")]:
         runs = [procmon.run_measured([sys.executable, "-c", stmt], cwd=ROOT, env=env) for _ in range(3)]

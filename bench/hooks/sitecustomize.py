@@ -45,7 +45,7 @@ if _FOLDER:
         argv = " ".join(sys.argv)
         if "--zygote" in argv:
             return "zygote"
-        if "local_worker" in argv:
+        if "speed.zygote" in argv:
             return "worker client"
         if "sdk_worker_main" in argv:
             return "worker (beam)"

@@ -80,7 +80,8 @@ class Run:
         with scratch.folder("run", staging=mine) as folder:
             progress_dir = folder if cfg.output.progress else ""
             p = beam.Pipeline(runner=runner, options=options)
-            build_pipeline(p, cfg, progress_dir, spill_dir(cfg, local, values.spill, folder))
+            with speed.without_interactive_labels(plan.speed):
+                build_pipeline(p, cfg, progress_dir, spill_dir(cfg, local, values.spill, folder))
             progress = ProgressLine(progress_dir, values.progress,
                                     cfg.inputs.root or cfg.inputs.table, cfg.images.reads.timeout)
             try:
@@ -137,7 +138,8 @@ def preview(job) -> dict:
         result = os.path.join(folder, "preview.json")
         spill = "" if job.values.spill == "off" else os.path.join(folder, "spill")
         p = beam.Pipeline(runner=runner, options=options)
-        build_preview(p, cfg, spill, result)
+        with speed.without_interactive_labels(job.plan.speed):
+            build_preview(p, cfg, spill, result)
         try:
             with speed.quiet_stderr(job.plan.speed.quiet_workers), filtered_stderr(not debug), _error_notes(folder):
                 p.run().wait_until_finish()

@@ -18,7 +18,8 @@ FnApiRunner, multi-process on all cores, unless:
   --direct_running_mode in_memory).
 
 The speed layer (pipelines/speed/) is only for the command line
-(command_line=True), with a supported Beam, unless TFRECORDS_SPEEDUPS=0.
+(command_line=True), with a supported Beam, unless TFRECORDS_SPEEDUPS=0
+(but for Beam's notebook hook, off while any caller's graph is built).
 TFRECORDS_SMALL_RUNS=0 keeps small local inputs on worker processes.
 """
 from __future__ import annotations
@@ -126,8 +127,10 @@ def _int(v) -> int:
 
 def _speedups(command_line: bool, local: bool, multi: bool, debug: bool, remote_paths: bool,
               environ: Mapping) -> speed.Speedups:
-    on = command_line and environ.get(speed.SWITCH_ENV, "1") != "0"
+    switch = environ.get(speed.SWITCH_ENV, "1") != "0"
+    on = command_line and switch
     beam_ok = on and speed.supported()
     return speed.Speedups(lean_import=beam_ok and local and not remote_paths, shortcuts=beam_ok,
                           zygote=beam_ok and local and multi and speed.can_fork(),
-                          quiet_workers=on and local and not debug)
+                          quiet_workers=on and local and not debug,
+                          no_interactive_labels=switch and speed.supported())

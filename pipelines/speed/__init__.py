@@ -10,7 +10,12 @@ processes of its own to make a command-line run fast, in one room.
 - zygote: local worker processes forked from a warm process instead of
   started cold (each would import Beam again: ~1 s before any work);
 - quiet_stderr: the worker processes' stderr (Beam prints every failed
-  bundle's traceback there) kept off the terminal.
+  bundle's traceback there) kept off the terminal;
+- without_interactive_labels: inside IPython, Beam hands every top-level
+  transform to its interactive environment, whose start injects jQuery and
+  DataTables from CDNs into the notebook page; while our graph is built that
+  hook is off. This one applies to library calls too (a notebook is where
+  they happen), only while the graph is built, and is put back at once.
 
 One version check (SUPPORTED_BEAM: with any other Beam the layer is off and
 the output bytes are the same), one switch (TFRECORDS_SPEEDUPS=0, read by
@@ -56,6 +61,7 @@ class Speedups:
     shortcuts: bool = False
     zygote: bool = False        # a local multi-process run on Linux
     quiet_workers: bool = False  # worker processes' stderr off the terminal (not with --debug)
+    no_interactive_labels: bool = False  # Beam's notebook hook off while our graph is built
 
     @property
     def any(self) -> bool:
@@ -123,3 +129,19 @@ def quiet_stderr(enabled: bool):
     with workers_stderr_off():
         yield
 
+
+
+@contextlib.contextmanager
+def without_interactive_labels(speedups: Speedups):
+    """Beam's labelling of top-level transforms for its interactive runner
+    off while inside (a no-op outside IPython)."""
+    if not speedups.no_interactive_labels or "IPython" not in sys.modules:
+        yield
+        return
+    from apache_beam import pipeline
+    hook = pipeline.alter_label_if_ipython
+    pipeline.alter_label_if_ipython = lambda transform, pvalueish: None
+    try:
+        yield
+    finally:
+        pipeline.alter_label_if_ipython = hook

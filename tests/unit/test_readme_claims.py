@@ -41,7 +41,7 @@ CLAIMS = {
         "test_verify.py::test_bit_flips", "test_verify.py::test_shard_cut_at_a_record_boundary_is_caught_by_the_count",
         "test_verify.py::test_trailing_garbage", "test_verify.py::test_missing_and_stale_shards",
         "test_verify.py::test_image_bytes_swapped_inside_a_valid_record",
-        "test_promises.py::test_overwrite_removes_stale_shards_of_another_compression_and_split",
+        "test_readme_promises.py::test_overwrite_removes_stale_shards_of_another_compression_and_split",
         "test_faults.py::test_two_conversions_into_one_output", "test_faults.py::test_two_conversions_started_at_once",
         "test_security.py::test_absolute_paths_only_when_allowed",
         "test_security.py::test_split_names_from_data_cannot_leave_the_output",
@@ -62,15 +62,15 @@ CLAIMS = {
         "test_dataflow.py::test_dry_run_builds_the_dataflow_job",
         "test_dataflow.py::test_flex_template_launch_of_the_scheduled_body",
         "test_dataflow.py::test_build_and_run_scripts", "test_dataflow.py::test_scheduler_job"],
-    "`tests/e2e/test_versions.py`, `tests/e2e/test_promises.py`, `tests/e2e/test_gcs.py` and "
-    "`tests/e2e/test_hardening_publish.py` check:": [
-        "test_promises.py::test_latest_moves_only_after_the_manifest",
+    "`tests/e2e/test_versions.py`, `tests/e2e/test_readme_promises.py`, `tests/e2e/test_gcs.py` and "
+    "`tests/e2e/test_publish_guards.py` check:": [
+        "test_readme_promises.py::test_latest_moves_only_after_the_manifest",
         "test_versions.py::test_versions_latest_unchanged_and_stable_ids",
-        "test_promises.py::test_an_unchanged_versioned_run_reads_no_image",
+        "test_readme_promises.py::test_an_unchanged_versioned_run_reads_no_image",
         "test_versions.py::test_a_failed_run_never_moves_the_pointer",
         "test_gcs.py::test_versioned_dataset_in_a_bucket",
-        "test_hardening_publish.py::test_latest_never_moves_to_an_empty_or_shrunken_version",
-        "test_hardening_publish.py::test_a_run_that_read_latest_before_another_published_stops"],
+        "test_publish_guards.py::test_latest_never_moves_to_an_empty_or_shrunken_version",
+        "test_publish_guards.py::test_a_run_that_read_latest_before_another_published_stops"],
     "`tests/e2e/test_incremental.py` holds each step to a fresh full conversion": [
         "test_incremental.py::test_ten_increments_are_each_byte_identical_to_a_full_conversion"],
     "`tests/e2e/test_incremental.py` and `tests/e2e/test_incremental_gcs.py` check, each output": [

@@ -1,4 +1,4 @@
-"""Issue 10, the command line: mistyped flags, one-line messages instead of
+"""The command line: mistyped flags, one-line messages instead of
 tracebacks, and the smaller items (shard counts, case, help text, --version)."""
 import os
 import resource

@@ -1,4 +1,4 @@
-"""README promises that had no test of their own (issue 15): unsupported JPEG
+"""README promises that had no test of their own: unsupported JPEG
 coding processes, the `changed` reject, a run failing on its reject fraction,
 `ambiguous` ids, --include and hidden files, stale shards under --overwrite,
 table options, verify's type checks and --fast, the unchanged versioned run,

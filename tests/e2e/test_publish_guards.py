@@ -1,4 +1,4 @@
-"""Issue 27, no run that looks successful and is not: a run that would
+"""No run that looks successful and is not: a run that would
 publish a dataset the user did not ask for (no label column recognised, no
 record, a versioned run that lost most of its records, undecodable table
 rows) fails before publishing with one line naming the cause and the fix; a

@@ -1,4 +1,4 @@
-"""Issue 27: an output is untrusted input. Datasets are shared and a manifest
+"""An output is untrusted input. Datasets are shared and a manifest
 is plain JSON anyone can edit, so every command that reads an output
 (inspect, spec, report, verify, and a --versioned conversion reading the
 version LATEST names) treats its files as hostile. Each test builds a real

@@ -1,4 +1,4 @@
-"""Issue 10, label tables: a bad row anywhere is a `bad_row` reject with its
+"""Label tables: a bad row anywhere is a `bad_row` reject with its
 line number (never a traceback), what a row can cost is bounded, the encoding
 can be chosen, and a table without a header or a folder named x.csv is refused."""
 import io

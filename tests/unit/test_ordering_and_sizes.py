@@ -1,5 +1,5 @@
-"""Tests a hand mutation audit found missing (issue 27, item 7): each fails
-on a planted regression that the rest of the suite let through.
+"""Orders and sizes that must not depend on chance: each test fails on a
+planted regression that the rest of the suite let through.
 
 - which copy `decide()` keeps when duplicates arrive out of path order;
 - label ids and --extend_label_map ids in sorted order whatever the hash

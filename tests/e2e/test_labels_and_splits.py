@@ -1,4 +1,4 @@
-"""Issue 10, labels and splits: Unicode forms of class folders, a strict
+"""Labels and splits: Unicode forms of class folders, a strict
 number grammar, ratio splits over split folders."""
 import json
 import os

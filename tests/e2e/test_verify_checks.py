@@ -1,4 +1,4 @@
-"""Issue 10, verify: label counts, label ids against their text, duplicate
+"""Verify: label counts, label ids against their text, duplicate
 records, --decode, a versioned root, and a malformed manifest."""
 import hashlib
 import json
