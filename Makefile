@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_PROCS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: demo test docs bench install clean tools
+.PHONY: demo test test-core docs bench install clean tools
 
 $(STAMP): setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ tools:
 test: $(STAMP) tools
 	$(PY) -m pytest -q -n $(TEST_PROCS) tests
 	TFRECORDS_SPEEDUPS=0 $(PY) -m pytest -q -m workers tests
+
+# The pure core's tests alone, without Beam: well under a minute.
+test-core: $(STAMP)
+	$(PY) -m pytest -q -m core tests/unit
 
 # MkDocs with Material; mkdocstrings renders docs/reference.md from the docstrings.
 docs: $(STAMP)

@@ -23,12 +23,49 @@ if ROOT not in sys.path:
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
+# What a test module of the pure core may not import: Beam, or the parts of ours that import it.
+_NOT_CORE = ("apache_beam", "tfrecord_pipelines.run", "tfrecord_pipelines.api", "tfrecord_pipelines.options",
+             "tfrecord_pipelines.speed", "tfrecord_pipelines.console", "tfrecord_pipelines.outputs",
+             "tfrecord_pipelines.commands", "tfrecord_pipelines.transforms.storage",
+             "tfrecord_pipelines.transforms.stages", "subprocess")
+
+
+def _is_core_module(path: str, cache: dict = {}) -> bool:  # noqa: B006 (a cache for the session)
+    """A test module of tests/unit that imports only the pure core (no Beam, no
+    conversion): `make test-core` runs these in well under a minute."""
+    if path not in cache:
+        import ast
+        if os.sep + "unit" + os.sep not in path:
+            cache[path] = False
+        else:
+            names = set()
+            for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+                if isinstance(node, ast.Import):
+                    names.update(a.name for a in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names.add(node.module)
+                    names.update(f"{node.module}.{a.name}" for a in node.names)
+            bad = [n for n in names if n.startswith(_NOT_CORE) or n in ("conftest.convert", "tfrecord_pipelines")]
+            cache[path] = not bad
+    return cache[path]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """`-m core` runs without Beam: say so if a core test imported it."""
+    if session.config.getoption("-m", default="") == "core" and "apache_beam" in sys.modules:
+        session.exitstatus = 1
+        print("\nerror: a test marked core imported apache_beam", file=sys.stderr)
+
+
 def pytest_collection_modifyitems(config, items):
     """Marks `workers` the tests that run worker processes (a multi-process
-    local run): `make test` runs them a second time with the workers' zygote
-    off, as Beam's own worker processes (pipelines/run/runtime.py)."""
+    local run): `make test` runs them a second time with the speed layer off,
+    on Beam's own worker processes (pipelines/run/runtime.py). Marks `core`
+    the tests of the pure core (tests/unit modules importing no Beam)."""
     import inspect
     for item in items:
+        if _is_core_module(str(item.fspath)):
+            item.add_marker(pytest.mark.core)
         fn = getattr(item, "function", None)
         try:
             src = inspect.getsource(fn) if fn else ""
