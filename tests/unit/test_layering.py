@@ -66,6 +66,19 @@ def test_the_check_sees_an_import_inside_a_function(tmp_path):
     assert "tfrecord_pipelines.options.config" in _imported_modules(str(bad))
 
 
+def test_the_check_sees_a_stage_imported_in_any_form(tmp_path):
+    """`from package import module` names the module (a stage importing another
+    that way once passed this check)."""
+    forms = ["from tfrecord_pipelines.transforms.stages import split\n",
+             "import tfrecord_pipelines.transforms.stages.split\n",
+             "from tfrecord_pipelines.transforms.stages.split import Split\n",
+             "def f():\n    from tfrecord_pipelines.transforms.stages import split as s\n    return s\n"]
+    for i, text in enumerate(forms):
+        f = tmp_path / f"form{i}.py"
+        f.write_text(text)
+        assert LIB + ".stages.split" in _imported_modules(str(f)), text
+
+
 def test_what_runs_before_the_zygote_starts_does_not_import_beam():
     """The workers' zygote imports Beam while the main process does; anything
     the command imports before starting it must not import Beam itself, or

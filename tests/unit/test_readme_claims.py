@@ -12,7 +12,13 @@ from conftest import HERE
 from docs_text import doc_files, read
 
 CLAIMS = {
-    "`tests/unit/test_layering.py` holds the import graph of `pipelines/` and `transforms/`": [
+    "(`tests/e2e/test_process_state.py` compares a process's state before and after two": [
+        "test_process_state.py::test_a_library_call_leaves_the_process_as_it_found_it"],
+    "The import direction is enforced by `tests/unit/test_layering.py`": [
+        "test_layering.py::test_the_check_sees_a_stage_imported_in_any_form",
+        "test_layering.py::test_a_stage_never_imports_another_stage",
+        "test_layering.py::test_each_room_imports_only_the_rooms_it_may",
+        "test_layering.py::test_only_the_command_line_applies_the_speed_layer",
         "test_layering.py::test_the_product_code_has_no_import_cycle",
         "test_layering.py::test_the_cycle_check_sees_a_cycle_through_a_function_import",
         "test_layering.py::test_only_the_dispatcher_imports_the_commands",
