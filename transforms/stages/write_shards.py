@@ -374,12 +374,9 @@ class ShardWriter:
             copied = -1  # gone or unreadable: copy_from_previous says so and reads the records from their sources
         # Record by record rather than provenance.run_problem over the whole run: each record is checksummed while
         # it is in the cache, and its running CRC (for the provenance) comes from its bytes. The whole run read back
-        # at once and checked by run_problem, with the CRCs derived by shifts, gave the same wall for 1-2 CPU s more at
-        # 50,000 images (the write stage 13.7-14.6 CPU s against 12.5-13.0, medians of 3-4 alternating runs, 2026-11-28).
-        # Handing each run to the shard's writing thread (write_behind.py), copied and checked there while this thread
-        # went on reading the new images, did not shorten the write stage: 8.3-9.2 s against 8.4-9.7 s here, for ~1.5
-        # CPU s more per run (3 alternating runs each, 50,000 images, the previous version cached, 2026-11-28); the
-        # stage waits on the disk taking the copies, not on this thread.
+        # at once and checked by run_problem, with the CRCs derived by shifts, takes as long and costs about a tenth
+        # more of the write stage's CPU. Nor is the copy handed to the shard's writing thread (write_behind.py):
+        # the stage waits on the disk taking the copies, not on this thread, so that only adds CPU.
         placed, pos, problem = [], at, copied != unit.end - unit.start
         for rec in () if problem else unit.recs:
             length = rec.prev.length
