@@ -39,6 +39,10 @@ files are complete; a shard that has a sound done-record there is not written
 again: its result, rejects, quality rows and (--annotations) box statistics
 are emitted from the record.
 
+The DoFn checks for a done-record and keeps what a worker holds from shard to
+shard (_Worker); each shard is written by a ShardWriter, whose methods are the
+steps above.
+
 Input:  ((split, index, num_shards), [packed [(position, Rec), ...], ...]); side inputs: the
         label map, the run's fingerprint
 Output: ShardResult; rejects [Reject]; quality [quality.Row] per shard (with quality_rows)
