@@ -205,7 +205,7 @@ def _publish_lines(got: dict, cfg) -> list:
             return [f"would publish nothing: inputs and options are the same as version {o.previous_version}"]
         lines = [f"would publish version {o.version} in {o.root} and point LATEST at it"]
         if o.keep_versions:
-            from tfrecord_pipelines.transforms.stages.publish import versions_to_remove
+            from tfrecord_pipelines.transforms.storage.retention import versions_to_remove
             gone = versions_to_remove(o)
             lines.append(f"would remove versions (--keep_versions {o.keep_versions}): {', '.join(gone) or 'none'}")
         return lines

@@ -229,7 +229,7 @@ def test_the_previous_versions_section_is_checked():
 # ---- the writer's units of work, and the check of a copied record -------------------------------------------------
 
 def copy(r: Rec, shard: str, offset: int, length: int) -> Rec:
-    return r._replace(prev=(pv.COPY, shard, offset, length, 0, "", 0, 0))
+    return r._replace(prev=pv.PrevCopy(pv.COPY, shard, offset, length, 0, "", 0, 0))
 
 
 def test_plan_units_groups_nearby_copies_of_one_shard():
@@ -239,7 +239,7 @@ def test_plan_units_groups_nearby_copies_of_one_shard():
             rec("new"),                                         # read from its source
             copy(rec("d"), s0, 400, 100),
             copy(rec("e"), s1, 0, 100),                         # another shard
-            rec("bad", prev=(pv.REJECT, "corrupt", "x"))]
+            rec("bad", prev=pv.PrevReject(pv.REJECT, "corrupt", "x"))]
     units = pv.plan_units(recs, max_segment=1000, max_gap=150)
     assert [(u.kind, [r.rel for r in u.recs], u.shard, u.start, u.end) for u in units] == [
         (pv.COPY, ["a", "b", "c"], s0, 0, 400), (pv.READ, ["new"], "", 0, 0), (pv.COPY, ["d"], s0, 400, 500),
@@ -264,7 +264,7 @@ def needle(rel: str) -> bytes:
 def test_check_framed_finds_every_damage():
     framed, crc = framed_record("cat/1.jpg")
     assert [d for _, d in iter_records(io.BytesIO(framed))]  # a real record
-    r = rec().__class__(rel="cat/1.jpg", path="", prev=(pv.COPY, "s", 0, len(framed), crc, "", 0, 0))
+    r = rec().__class__(rel="cat/1.jpg", path="", prev=pv.PrevCopy(pv.COPY, "s", 0, len(framed), crc, "", 0, 0))
     assert pv.check_framed(framed, r, needle("cat/1.jpg")) == ""
     assert "bytes present" in pv.check_framed(framed[:-1], r, b"")
     for pos, why in ((3, "length field"), (9, "length CRC"), (50, "data CRC"), (len(framed) - 1, "data CRC")):
@@ -273,9 +273,10 @@ def test_check_framed_finds_every_damage():
         assert why in pv.check_framed(bytes(bad), r, b""), pos
     # Another record, whole and valid, where the provenance points: the recorded CRC differs ...
     other, other_crc = framed_record("dog/2.jpg")
-    assert "data CRC" in pv.check_framed(other, r._replace(prev=(pv.COPY, "s", 0, len(other), crc, "", 0, 0)), b"")
+    other_rec = r._replace(prev=pv.PrevCopy(pv.COPY, "s", 0, len(other), crc, "", 0, 0))
+    assert "data CRC" in pv.check_framed(other, other_rec, b"")
     # ... and if a forged provenance recorded that CRC too, the file name inside it does not match.
-    forged = r._replace(prev=(pv.COPY, "s", 0, len(other), other_crc, "", 0, 0))
+    forged = r._replace(prev=pv.PrevCopy(pv.COPY, "s", 0, len(other), other_crc, "", 0, 0))
     assert "another file's record" in pv.check_framed(other, forged, needle("cat/1.jpg"))
 
 
@@ -353,7 +354,7 @@ def test_a_run_is_checked_by_one_crc_pass_and_the_names_inside_it():
                                          "image/filename": ("bytes", [rel.encode()])})
         before = w.crc
         crc = w.write(chunks, length)
-        recs.append(rec(rel)._replace(prev=(pv.COPY, "s", pos, length + 16, crc, "", before, w.crc)))
+        recs.append(rec(rel)._replace(prev=pv.PrevCopy(pv.COPY, "s", pos, length + 16, crc, "", before, w.crc)))
         pos += length + 16
     data = buf.getvalue()
     names = [needle(r.rel) for r in recs]

@@ -79,10 +79,30 @@ CARRIED_REASONS = frozenset(r.value for r in (
     Reason.EMPTY, Reason.NOT_AN_IMAGE, Reason.TRUNCATED, Reason.CORRUPT, Reason.UNSUPPORTED_FORMAT,
     Reason.TOO_MANY_PIXELS, Reason.TOO_COMPLEX, Reason.TOO_LARGE))
 
-# Rec.prev kinds: (COPY, shard, offset, length, crc, stored sha256, shard CRC before, shard CRC after,
-# record_digest), (REJECT, reason, detail)
+# Rec.prev kinds (its first field): PrevCopy, PrevReject
 COPY, REJECT = 0, 1
 READ = 2                      # a writer's unit: read the image from its source
+
+
+class PrevCopy(NamedTuple):
+    """Rec.prev of a record the previous version wrote: where its framed
+    bytes lie in the previous shard, and what they must be to be copied."""
+    kind: int = COPY
+    shard: str = ""          # the previous version's shard holding it
+    offset: int = 0          # of the framed record in that shard
+    length: int = 0          # framed bytes
+    crc: int = 0             # masked CRC32C of its data, as framed
+    sha256: str = ""         # hex sha256 of the stored image bytes
+    crc_before: int = 0      # the shard's running CRC32C before the record
+    crc_after: int = 0       # and after it
+    digest: str = ""         # record_digest of the record it was matched as
+
+
+class PrevReject(NamedTuple):
+    """Rec.prev of a record the previous version rejected for its bytes: the reject, carried."""
+    kind: int = REJECT
+    reason: str = ""         # a Reason value (CARRIED_REASONS)
+    detail: str = ""
 
 
 class ProvenanceError(ValueError):
@@ -187,9 +207,9 @@ def annotate(rec: Rec, entry: Entry, shard: str) -> Rec:
     """`rec`, to be taken from the previous version: where its bytes are (or
     its reject), and what the quality checks and planning need of it."""
     if entry.offset < 0:
-        return rec._replace(prev=(REJECT, entry.reason, entry.detail))
-    return rec._replace(prev=(COPY, shard, entry.offset, entry.length, entry.crc, entry.sha256, entry.crc_before,
-                              entry.crc_after, entry.digest),
+        return rec._replace(prev=PrevReject(REJECT, entry.reason, entry.detail))
+    return rec._replace(prev=PrevCopy(COPY, shard, entry.offset, entry.length, entry.crc, entry.sha256,
+                                      entry.crc_before, entry.crc_after, entry.digest),
                         size=rec.stamp[1], phash=entry.phash, width=entry.width, height=entry.height,
                         sha256=entry.src_sha256)
 
@@ -410,9 +430,9 @@ def plan_units(recs: Iterable[Rec], max_segment: int = MAX_SEGMENT, max_gap: int
     run: list = []  # the records of the copy being grouped, and its shard, start and end
     shard, start, end = "", 0, 0
     for rec in recs:
-        kind = rec.prev[0] if rec.prev else READ
+        kind = rec.prev.kind if rec.prev else READ
         if kind == COPY:
-            _, s, offset, length = rec.prev[:4]
+            s, offset, length = rec.prev.shard, rec.prev.offset, rec.prev.length
             if run and s == shard and end <= offset and offset - end <= max_gap \
                     and offset + length - start <= max_segment:
                 run.append(rec)
@@ -435,7 +455,7 @@ def check_framed(framed: bytes, rec: Rec, needle: bytes) -> str:
     its length, both framing CRCs, the CRC the provenance recorded, and (when
     the Example carries the file name: `needle`, its encoded feature entry)
     that name inside it."""
-    length, crc = rec.prev[3], rec.prev[4]
+    length, crc = rec.prev.length, rec.prev.crc
     crc_value = google_crc32c.value
     if len(framed) != length:
         return f"{len(framed)} of {length} bytes present"
@@ -454,7 +474,7 @@ def check_framed(framed: bytes, rec: Rec, needle: bytes) -> str:
 
 def contiguous(recs: tuple) -> bool:
     """Whether a unit's records lie back to back in their previous shard."""
-    return all(a.prev[2] + a.prev[3] == b.prev[2] for a, b in zip(recs, recs[1:]))
+    return all(a.prev.offset + a.prev.length == b.prev.offset for a, b in zip(recs, recs[1:]))
 
 
 def run_problem(data: bytes, recs: tuple, needles: list) -> str:
@@ -465,14 +485,15 @@ def run_problem(data: bytes, recs: tuple, needles: list) -> str:
     or a record does not hold its own file name (`needles`, filename_needle
     per record: b"" when the feature is dropped)."""
     first, last = recs[0].prev, recs[-1].prev
-    if len(data) != last[2] + last[3] - first[2]:
-        return f"{len(data)} of {last[2] + last[3] - first[2]} bytes present"
-    if google_crc32c.extend(first[6], data) != last[7]:
+    span = last.offset + last.length - first.offset
+    if len(data) != span:
+        return f"{len(data)} of {span} bytes present"
+    if google_crc32c.extend(first.crc_before, data) != last.crc_after:
         return "its bytes are not those recorded (running CRC mismatch)"
-    base = first[2]
+    base = first.offset
     for rec, needle in zip(recs, needles):
-        start = rec.prev[2] - base
-        if needle and data.rfind(needle, start + 12, start + rec.prev[3] - 4) < 0:
+        start = rec.prev.offset - base
+        if needle and data.rfind(needle, start + 12, start + rec.prev.length - 4) < 0:
             return f"the record of {rec.rel!r} holds another file's record"
     return ""
 

@@ -115,7 +115,7 @@ class Rec(NamedTuple):
     orig_width: int = 0
     orig_sha256: str = ""             # hex sha256 of the input file's bytes (set with --resize_*)
     stamp: tuple = ()                 # the file's identity as listed (transforms/core/provenance.py); (): unknown
-    prev: tuple = ()                  # where the previous version holds this record (provenance.py); (): read it
+    prev: tuple = ()                  # provenance.PrevCopy or PrevReject: what the previous version holds; (): read it
     annotation: tuple = ()            # object annotations (transforms/core/annotations): () for other inputs
 
 

@@ -76,8 +76,8 @@ class AssignLabels(beam.PTransform):
         # run, references to spill files), not a second copy. The map's
         # counts are taken from the batches as listed, in the listing's own
         # step, before they are spilled: taken from the spill references,
-        # every record was unpacked once more (that step's CPU at 50,000
-        # images: 0.41-0.44 s against 0.44-0.46 s, 3 alternating runs each).
+        # every record would be unpacked once more (a few percent more of
+        # that step's CPU).
         spec = self._spec
         label_map = (batches | "LabelStats" >> beam.CombineGlobally(_StatsFn(spec))
                      | "LabelMap" >> beam.Map(labels.build_label_map, spec, self._extra_columns))

@@ -17,7 +17,8 @@ manifest (the folder stops claiming to be complete), remove stale shards (any
 shard name not in this run: another count, split or compression), rename the
 new shards in, check they are all there, write the manifest (complete or not
 at all), read it back, move LATEST (--versioned: only if it still names the
-version this run started from), remove the staging folder and the lock.
+version this run started from), remove the versions beyond --keep_versions
+(transforms/storage/retention.py), remove the staging folder and the lock.
 
 Fencing: a run publishes only while the lock names it. One whose lock was
 taken over (--break_lock, or the TTL) stops before touching the output; the
@@ -44,7 +45,7 @@ from tfrecord_pipelines.transforms.core.errors import ConversionError
 from tfrecord_pipelines.transforms.core.features import feature_roles, feature_schema, tfmd_schema
 from tfrecord_pipelines.transforms.core.records import ShardResult
 from tfrecord_pipelines.transforms.core.specs import PublishSpec
-from tfrecord_pipelines.transforms.storage import fsutil, layout, report_data, resume, run_lock
+from tfrecord_pipelines.transforms.storage import fsutil, layout, report_data, resume, retention, run_lock
 from tfrecord_pipelines.transforms.storage.reject_log import RejectLog
 
 
@@ -257,7 +258,7 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
     for line in manifest["warnings"]:
         logging.getLogger(__name__).warning("%s", line)
     if out.root and out.keep_versions:
-        manifest["made"]["versions_removed"] = versions_to_remove(out)
+        manifest["made"]["versions_removed"] = retention.versions_to_remove(out)
     companions = _companions(got, manifest)
     run_lock.check(out.lock_dir, out.run_id)  # the last moment before the old output is touched
     with _writing(out.output):
@@ -286,29 +287,8 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
     if out.root:
         run_lock.check(out.lock_dir, out.run_id)
         _move_latest(out)
-        for name in manifest["made"].get("versions_removed", []):
-            fsutil.delete_tree(fsutil.join(out.root, name))
+        retention.remove_versions(out.root, manifest["made"].get("versions_removed", []))
     return manifest
-
-
-def versions_to_remove(out) -> list:
-    """--keep_versions: the complete versions beyond the newest N, never the
-    one LATEST names nor this one; folders without a manifest (a run that
-    failed or is being written) are never counted or removed."""
-    latest = layout.latest_name(out.root)
-    complete = [(out.run_id, out.version)]
-    protect = {out.version}
-    for name in fsutil.list_subdirs(out.root):
-        if name == out.version or not layout.VERSION_NAME.match(name):
-            continue
-        try:
-            run_id = str(layout.read_manifest(fsutil.join(out.root, name), check=False).get("run_id"))
-        except Exception:  # no manifest: not a complete version
-            continue
-        complete.append((run_id, name))
-        if name == latest and run_id[:15] > out.run_id[:15]:
-            protect.add(name)  # a later run's version, which LATEST keeps naming (layout.publish_latest)
-    return provenance.versions_beyond(complete, out.keep_versions, protect)
 
 
 def _previous_version(out) -> "publishable.Previous | None":

@@ -61,10 +61,10 @@ class _ValidateFn(beam.DoFn):
         boxes = 0  # --annotations: the boxes of the images rejected here
         kept = [r for r in recs if r.prev]  # to be taken from the previous version (match_previous.py): not read
         for rec in kept:
-            if rec.prev[0] == provenance.COPY:
+            if rec.prev.kind == provenance.COPY:
                 good.append(rec)
             else:
-                bad.append(Reject(rec.rel, rec.prev[1], rec.prev[2], rec.split or ""))
+                bad.append(Reject(rec.rel, rec.prev.reason, rec.prev.detail, rec.split or ""))
         recs = [r for r in recs if not r.prev] if kept else recs
         for rec, got in read_ahead(recs, lambda r: read_record(r, reads), in_flight(reads, recs[0].path) if recs else 1,
                                    self._pool):

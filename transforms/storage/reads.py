@@ -170,10 +170,10 @@ _pools_lock = threading.Lock()
 # one per worker process (with a worker per core, threads would only contend
 # for the GIL), or one per core for a run in the launcher's own process
 # (pipelines/run/small_run.py), whose reads, checks, decodes and hashes (all
-# releasing the GIL) then run on the other cores: measured on 2 cores (busy
-# machine), the writing thread's CPU per image fell from 224 to 99 us in
-# header mode and from 1,452 to 161 us in full mode, for 13% and 0% more CPU
-# in all. Set for each run by its launcher (pipelines/run/conversion.py).
+# releasing the GIL) then run on the other cores: the writing thread's CPU
+# per image falls by about half in header mode and nine tenths in full mode,
+# for little or no more CPU in all. Set for each run by its launcher
+# (pipelines/run/conversion.py).
 _local_auto = LOCAL_IN_FLIGHT
 
 

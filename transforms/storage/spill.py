@@ -4,8 +4,8 @@ and only a small reference (`Spilled`) crosses the runner.
 
 Beam's local runner holds every element waiting at a barrier in its own
 process, decoded and copied by gRPC and protobuf on the way: about 1.5 KB of
-memory per image however small the metadata (issue 11 measured 4.8 GB at
-2.56 M images). Spilled, an image costs its ~150 pickled bytes on disk and
+memory per image however small the metadata (gigabytes at a few million
+images). Spilled, an image costs its ~150 pickled bytes on disk and
 about a byte of memory in the runner, so a run's memory no longer grows with
 the dataset. On Dataflow the shuffle service is the right tool, and batches
 travel inline as before (no spill folder). Either way the stages see the

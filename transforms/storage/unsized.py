@@ -4,8 +4,8 @@ The SDK harness caches each side input it reads, weighed by walking every
 object it holds (objsize, a Python call per object). The quality checks'
 partial summaries (transforms/stages/check_quality.py) are a few dozen
 elements holding ~300,000 small objects at 50,000 images: weighing them took
-0.84 s of a run's critical path, longer than building them (2026-11-28,
-bench/incremental.py (a), one process). Wrapped in `Unsized`, an element is
+most of a second of a run's critical path (bench/incremental.py (a)), longer
+than building them. Wrapped in `Unsized`, an element is
 weighed as itself: Beam's own hook for this (statecache.CacheAware) says which
 objects count, here none beyond the wrapper. The values are the same; only
 the cache's estimate of their memory is smaller, and a run's side inputs are
