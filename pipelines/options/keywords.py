@@ -5,7 +5,8 @@ turned into flag text and parsed again:
 
 - an on/off option takes True or False;
 - a number option takes an int (a float option also a float); a string of
-  plain digits (`.` and `e` for a float) is taken too;
+  plain digits (`.` and `e` for a float) is taken too; anything else is a
+  UsageError ("invalid int value", as the command line says it);
 - a choice takes one of its words, in any case;
 - a text option takes text, a path object, a list or tuple (joined with
   commas: '*.jpg,*.png') or a dict (NAME=VALUE pairs: 'train=0.8,validation=0.2');
@@ -76,8 +77,9 @@ def take(func: str, option: table.Option, value):
 
 def _number(func: str, option: table.Option, value):
     name, is_int = option.name, option.kind == table.INT
+    invalid = f"{name}={value!r}: invalid {'int' if is_int else 'float'} value: {str(value)!r}"
     if isinstance(value, bool):
-        raise TypeError(f"{func}(): {name}= takes {'an integer' if is_int else 'a number'}, not {value!r}")
+        raise UsageError(invalid)
     if isinstance(value, str):
         grammar = INT_TEXT if is_int else FLOAT_TEXT
         if not grammar.fullmatch(value):
@@ -90,7 +92,7 @@ def _number(func: str, option: table.Option, value):
         if not math.isfinite(value):
             raise UsageError(f"{name}={value!r} is not a finite number")
         return float(value)
-    raise TypeError(f"{func}(): {name}= takes {'an integer' if is_int else 'a number'}, not {value!r}")
+    raise UsageError(invalid)
 
 
 def text(value) -> str:

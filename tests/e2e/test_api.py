@@ -84,10 +84,11 @@ def test_verbose_prints_the_commands_summary(images, tmp_path, capsys):
     ({"compresion": "gzip"}, TypeError, "did you mean 'compression'?"),
     ({"overwrite": "yes"}, TypeError, "overwrite= takes True or False"),
     ({"compression": "bz2"}, tfp.UsageError, "invalid choice: 'bz2'"),
-    ({"seed": 1.5}, tfp.UsageError, "argument --seed: invalid int value: '1.5'"),  # the command's words
+    ({"seed": 1.5}, tfp.UsageError, "seed=1.5: invalid int value: '1.5'"),  # the caller's spelling
     ({"seed": True}, tfp.UsageError, "invalid int value: 'True'"),
-    ({"seed": "1_0"}, tfp.UsageError, "--seed '1_0' is not an integer"),
-    ({"num_shards": 0}, tfp.UsageError, "--num_shards 0: expected N >= 1"),
+    ({"seed": "1_0"}, tfp.UsageError, "seed='1_0' is not an integer"),
+    ({"num_shards": 0}, tfp.UsageError, "num_shards=0: expected N >= 1"),
+    ({"allow_shrink": True}, tfp.UsageError, "allow_shrink=True needs versioned=True"),
     ({"split": {"train": 0.5, "validation": 0.4}}, tfp.UsageError, "fractions add up to 0.9"),
     ({"direct_running_mode": "multi_threading"}, tfp.UsageError, "multi_threading is refused"),
 ])
