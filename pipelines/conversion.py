@@ -56,7 +56,7 @@ def execute(options: PipelineOptions, cfg: ConvertConfig, runner, debug: bool = 
     what ended the run."""
     opts = options.view_as(ConvertOptions)
     started = time.time()
-    with lifecycle.locked(cfg, opts.lock_ttl_hours, opts.break_lock) as run_:
+    with lifecycle.locked(cfg, opts.lock_ttl_hours, opts.break_lock, runtime.runner_name(options)) as run_:
         outcome = run_.execute(options, runner, debug)
     if run_.worker_pids:
         log.info("local run: %d worker processes did work", len(run_.worker_pids))

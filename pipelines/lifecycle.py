@@ -87,6 +87,7 @@ class Run:
                         return "dry_run"
                     if not local:
                         self.handed_off = True
+                        run_lock.name_job(cfg.output.lock_dir, cfg.output.run_id, _job_id(result))
                         if options.view_as(_options()).detach:
                             return "submitted"
                     try:
@@ -162,7 +163,7 @@ def _options():
 
 
 @contextlib.contextmanager
-def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool):
+def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool, runner: str = "remote runner"):
     """Checks the output, takes its lock, removes what earlier runs left;
     on leaving, however it leaves, ends the run unless a remote job took it."""
     out = cfg.output
@@ -175,7 +176,8 @@ def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool):
     check_output_path(out.lock_dir)
     check_output_path(out.output)
     output_guard.check_apart(out.lock_dir, cfg.inputs.root)  # a --versioned root holds the versions
-    run_lock.acquire(out.lock_dir, out.run_id, ttl_hours, break_lock)
+    # A remote job's lock is the job's: its liveness is never this launcher's pid.
+    run_lock.acquire(out.lock_dir, out.run_id, ttl_hours, break_lock, runner=runner if out.job_ends_run else "")
     run = Run(cfg)
     try:
         versions.check_latest_unchanged(out)  # read before the lock was ours
@@ -192,6 +194,15 @@ def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool):
         if not run.handed_off:
             fsutil.delete_tree(layout.staging_dir(out.output, out.run_id))
             run_lock.release(out.lock_dir, out.run_id)
+
+
+def _job_id(result) -> str:
+    """The submitted job's id as its runner names it ("" if it has none)."""
+    try:
+        job = result.job_id() if hasattr(result, "job_id") else getattr(result, "_job_id", "")
+    except Exception:  # a runner whose result cannot say
+        return ""
+    return str(job or "")
 
 
 @contextlib.contextmanager
