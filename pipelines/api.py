@@ -217,16 +217,19 @@ def _configured_run(argv: list, check_only: bool, debug: bool, source: str):
 @contextlib.contextmanager
 def _rows_table(table, options: dict, argv: list, func: str):
     """The argv for rows given from Python: they are written as a table first
-    (tfrecord_pipelines/rows.py), removed when the run ends."""
+    (tfrecord_pipelines/rows.py), removed when the run ends (a detached
+    remote job removes it itself, once it has read it)."""
     if table is None:
         yield argv
         return
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from tfrecord_pipelines import rows as python_rows
-    scratch = python_rows.scratch_folder(PipelineOptions(argv))
+    beam_options = PipelineOptions(argv)
+    scratch = python_rows.scratch_folder(beam_options)
     with python_rows.as_table(table, options.get("image_root") or "", options.get("path_column") or "",
-                              scratch, bool(options.get("allow_empty"))) as (path, root):
+                              scratch, bool(options.get("allow_empty")),
+                              python_rows.job_removes(beam_options)) as (path, root):
         yield argv + [f"--label_table={path}", f"--image_root={root}"]
 
 

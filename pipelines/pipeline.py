@@ -28,6 +28,7 @@ import apache_beam as beam
 
 from tfrecord_pipelines._version import __version__
 from tfrecord_pipelines.config import Compression, ConvertConfig
+from tfrecord_pipelines.rows import FOLDER_PREFIX as ROWS_FOLDER_PREFIX
 from tfrecord_pipelines.transforms.core import fingerprint, publishable
 from tfrecord_pipelines.transforms.core.fingerprint import FINGERPRINT
 from tfrecord_pipelines.transforms.core.images import Validation
@@ -155,7 +156,7 @@ class WriteDataset(beam.PTransform):
                    | "AllRejects" >> beam.Flatten())
         spec = PublishSpec(out, staging, cfg.shards.compression, cfg.describe(), options_digest(cfg), __version__,
                            cfg.max_reject_fraction, allow_empty=cfg.allow_empty, allow_shrink=cfg.allow_shrink,
-                           shard_options=cfg.fingerprint_options())
+                           shard_options=cfg.fingerprint_options(), remove_at_end=_scratch_table(cfg))
         stats = prepared[STATS]
         if STATS in planned:  # match_in_plan: unchanged, new, changed, removed
             stats = (stats, planned[STATS]) | "MatchStats" >> beam.Flatten()
@@ -170,6 +171,17 @@ class WriteDataset(beam.PTransform):
                                                                          why_not_near(cfg), spill_dir)
             # singleton: the manifest's "quality" section
         return results | "Publish" >> Publish(spec)
+
+
+def _scratch_table(cfg: ConvertConfig) -> str:
+    """The folder of the table written for rows from Python (pipelines/rows.py)
+    when a remote job ends its own run: the job removes it, as the launcher
+    may be gone (--detach). "" otherwise: the launcher removes it."""
+    table = cfg.inputs.table
+    if not (cfg.output.job_ends_run and cfg.inputs.source and table):
+        return ""
+    folder = table.rsplit("/", 1)[0] if "/" in table else ""
+    return folder if folder.rsplit("/", 1)[-1].startswith(ROWS_FOLDER_PREFIX) else ""
 
 
 class CheckDataset(beam.PTransform):
