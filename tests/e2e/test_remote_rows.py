@@ -41,6 +41,16 @@ def test_rows_on_a_detached_portable_job_are_read_and_removed_by_the_job(service
     assert sorted(os.listdir(out)) == sorted(os.listdir(str(tmp_path / "direct")))
     for a, b in zip(shard_files(str(tmp_path / "direct")), shard_files(out), strict=True):
         assert open(a, "rb").read() == open(b, "rb").read(), a
+    # `check` too: its job writes check.json and removes the table.
+    checked = str(tmp_path / "checked")
+    assert tfp.check(label_table=rows, output=checked, progress=False, temp_location=temp, detach=True,
+                     **beam).figures is None  # submitted: the job writes the figures
+    deadline = time.time() + 120
+    while os.path.exists(os.path.join(checked, ".tfrecords.lock")) or \
+            not os.path.exists(os.path.join(checked, "check.json")):
+        assert time.time() < deadline, sorted(os.listdir(checked)) + sorted(os.listdir(temp))
+        time.sleep(0.2)
+    assert os.listdir(temp) == []
     labels = sorted(e["image/class/text"][0] for split in manifest(out)["splits"] for e in read_examples(out, split))
     assert labels == sorted(label.encode() for _, label in rows)
 
