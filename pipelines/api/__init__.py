@@ -204,6 +204,8 @@ def _configured_run(values, beam_options, plan, check_only: bool, source: str):
     from tfrecord_pipelines.options import keywords
     debug = plan.debug
     try:
+        from tfrecord_pipelines.options.flags import check_runner
+        check_runner(plan.runner)
         job = conversion.configure(values, beam_options, plan, check_only)
     except UsageError as e:
         raise _named(e, values, source) from None
@@ -241,14 +243,16 @@ def _beam_names() -> frozenset:
 @contextlib.contextmanager
 def _rows_table(table, options: dict, values, beam_options):
     """The run's Values for rows given from Python: they are written as a
-    table first (tfrecord_pipelines/rows.py), removed when the run ends."""
+    table first (tfrecord_pipelines/api/rows.py), removed when the run ends (a
+    detached remote job removes it itself, once it has read it)."""
     if table is None:
         yield values
         return
     from tfrecord_pipelines.api import rows as python_rows
     scratch = python_rows.scratch_folder(beam_options)
     with python_rows.as_table(table, options.get("image_root") or "", options.get("path_column") or "",
-                              scratch, bool(options.get("allow_empty"))) as (path, root):
+                              scratch, bool(options.get("allow_empty")),
+                              python_rows.job_removes(beam_options, bool(values.detach))) as (path, root):
         yield values.replace(label_table=path, image_root=root)
 
 

@@ -36,6 +36,7 @@ from typing import Iterable, Iterator
 
 from tfrecord_pipelines.transforms.core import tables
 from tfrecord_pipelines.transforms.core.errors import UsageError
+from tfrecord_pipelines.transforms.core.specs import ROWS_FOLDER_PREFIX as FOLDER_PREFIX
 
 PAIR_COLUMNS = ("path", "label")
 
@@ -57,11 +58,13 @@ def describe(rows) -> str:
 
 @contextlib.contextmanager
 def as_table(rows, image_root: str = "", path_column: str = "", scratch: str = "",
-             allow_empty: bool = False) -> Iterator[tuple[str, str]]:
+             allow_empty: bool = False, job_removes: bool = False) -> Iterator[tuple[str, str]]:
     """Writes `rows` as a CSV table in a scratch folder (`scratch`: a folder
-    the workers can read, e.g. a bucket's temp folder for a remote runner;
-    default a local temporary folder) and yields (table path, image root);
-    the table is removed on leaving."""
+    the workers can read, a bucket's or a shared filesystem's, for a remote
+    runner, made if missing; default a local temporary folder) and yields
+    (table path, image root). The table is removed on leaving, unless
+    `job_removes` and the block ends without an error: a detached remote job
+    still has to read it, and its Publish step removes it (pipeline.py)."""
     header, body = _columns_and_rows(rows)
     where = describe(rows)
     if not header:
@@ -79,17 +82,35 @@ def as_table(rows, image_root: str = "", path_column: str = "", scratch: str = "
     index = header.index(path_col)
     cells = ([tables.python_cell(v) for v in r] for r in body)
     local = not scratch
-    folder = tempfile.mkdtemp(prefix="tfrecords-rows-") if local else scratch.rstrip("/") + f"/tfrecords-rows-{uuid.uuid4().hex[:12]}"
-    table = os.path.join(folder, "rows.csv") if local else folder + "/rows.csv"
+    if local:
+        folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX)
+    elif "://" in scratch:
+        folder = scratch.rstrip("/") + f"/{FOLDER_PREFIX}{uuid.uuid4().hex[:12]}"
+    else:  # a shared path: the workers' working folder is not ours
+        folder = os.path.join(os.path.abspath(scratch), FOLDER_PREFIX + uuid.uuid4().hex[:12])
+        try:
+            os.makedirs(folder)
+        except OSError as e:
+            raise UsageError(f"temp_location {scratch!r}: cannot make the folder for the rows' table there "
+                             f"({e.strerror or e}); give a folder the workers can read and this process can "
+                             "write") from None
+    table = os.path.join(folder, "rows.csv") if "://" not in folder else folder + "/rows.csv"
     try:
         _write(table, header, ([*r[:index], p, *r[index + 1:]] for r, p in zip(cells, paths)))
         yield table, root
-    finally:
-        if local:
-            shutil.rmtree(folder, ignore_errors=True)
-        else:
-            from tfrecord_pipelines.transforms.storage import fsutil
-            fsutil.delete_tree(folder)
+    except BaseException:
+        _remove(folder, local)
+        raise
+    if not job_removes:
+        _remove(folder, local)
+
+
+def _remove(folder: str, local: bool) -> None:
+    if local:
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
+        from tfrecord_pipelines.transforms.storage import fsutil
+        fsutil.delete_tree(folder)
 
 
 def _columns_and_rows(rows) -> tuple[list, Iterable[list]]:
@@ -192,9 +213,19 @@ def scratch_folder(options) -> str:
         return ""
     temp = options.view_as(GoogleCloudOptions).temp_location
     if not temp:
-        raise UsageError("rows from Python on a remote runner need temp_location= (a gs:// folder its workers can "
-                         "read): the rows are written there as a table for the run")
+        raise UsageError("rows from Python on a remote runner need temp_location= (a gs:// folder, or a path on "
+                         "a filesystem its workers share, that they can read): the rows are written there as a "
+                         "table for the run")
     return temp
+
+
+def job_removes(options, detach: bool) -> bool:
+    """Whether the job, not this process, removes the rows' table: a remote
+    job the launcher does not wait for (detach), which reads it later."""
+    from apache_beam.options.pipeline_options import TestOptions
+
+    from tfrecord_pipelines.run import runtime
+    return not runtime.is_local(options) and detach and not options.view_as(TestOptions).dry_run
 
 
 def _write(path: str, header: list, rows: Iterable[list]) -> None:

@@ -46,7 +46,7 @@ def _run(argv: list, prog: str, check_only: bool, plan: Plan) -> int:
         print(f"tfrecords {__version__}")
         return process.OK
     try:
-        check_flags(argv)
+        check_flags(argv, plan.runner)
         job = conversion.configure(values(argv), PipelineOptions(argv), plan, check_only)
     except UsageError as e:  # FlagError and RunnerError too
         process.error(str(e))

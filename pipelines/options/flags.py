@@ -73,10 +73,43 @@ def _all_options_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def check_flags(argv: list) -> None:
+# Runners this pipeline cannot run on, and why (each shown on a toy pipeline).
+CANNOT_RUN_ON = {
+    "daskrunner": "Beam's DaskRunner cannot run this pipeline: it hands every consumer of a step's tagged "
+                  "outputs all of them mixed, computes only the last sink, and drops what finish_bundle emits "
+                  "(records, rejects and counts would be wrong or missing); use DirectRunner here, or "
+                  "FlinkRunner, SparkRunner or DataflowRunner on a cluster"}
+
+
+def check_runner(runner: str) -> None:
+    """A runner named by module path (`package.module.Runner`) is imported, so
+    the options it declares are known to the flags' check; one this pipeline
+    cannot run on is refused, saying why (FlagError)."""
+    import importlib
+    if not isinstance(runner, str) or not runner:
+        return
+    last = runner.rsplit(".", 1)[-1].lower()
+    why = CANNOT_RUN_ON.get(last) or CANNOT_RUN_ON.get(last + "runner")
+    if why:
+        raise FlagError(f"--runner {runner}: {why}")
+    if "." in runner:  # its module declares its options (Beam imports it only when it builds the runner)
+        module, _, name = runner.rpartition(".")
+        try:
+            found = getattr(importlib.import_module(module), name, None)
+        except Exception as e:  # ImportError, or the module's own failure
+            raise FlagError(f"--runner {runner}: its module {module} does not import ({type(e).__name__}: {e}); "
+                            "install what it needs where you launch, or name a runner Beam knows "
+                            "(e.g. DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, PortableRunner)") from None
+        if found is None:
+            raise FlagError(f"--runner {runner}: module {module} has no {name}")
+
+
+def check_flags(argv: list, runner: str = "") -> None:
     """Raises FlagError for the first flag that neither we nor Beam declare
     (Beam would silently drop it: `--num_shard 4` would run with the default),
-    with a suggestion, or for a bad value of a declared flag."""
+    with a suggestion, or for a bad value of a declared flag. `runner`: the
+    run's --runner as the plan read it (check_runner)."""
+    check_runner(runner)
     parser = _all_options_parser()
     _, unknown = parser.parse_known_args(argv)
     _check_numbers(argv)

@@ -64,7 +64,8 @@ def execute(job: Job) -> tuple:
     PipelineResult), the outcome "done", "submitted" or "dry_run". Raises
     what ended the run."""
     started = time.time()
-    with local_reads(job.plan), lifecycle.locked(job.cfg, job.values.lock_ttl_hours, job.values.break_lock) as run_:
+    with local_reads(job.plan), lifecycle.locked(job.cfg, job.values.lock_ttl_hours, job.values.break_lock,
+                                                 runtime.runner_name(job.options)) as run_:
         outcome = run_.execute(job)
     if run_.worker_pids:
         log.info("local run: %d worker processes did work", len(run_.worker_pids))

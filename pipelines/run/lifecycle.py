@@ -13,6 +13,7 @@ import collections
 import contextlib
 import errno
 import json
+import logging
 import os
 import re
 import sys
@@ -87,12 +88,13 @@ class Run:
             try:
                 # Beam's own worker processes (when not forked from our zygote) start inside p.run().
                 with speed.quiet_stderr(plan.speed.quiet_workers), progress, filtered_stderr(not debug), \
-                        _error_notes(folder if local else ""):
+                        _error_notes(folder if local else ""), _job_errors_unlogged(not debug and not local):
                     result = self.result = p.run()
                     if options.view_as(TestOptions).dry_run:
                         return "dry_run"
                     if not local:
                         self.handed_off = True
+                        run_lock.name_job(cfg.output.lock_dir, cfg.output.run_id, _job_id(result))
                         if values.detach:
                             return "submitted"
                     try:
@@ -104,6 +106,10 @@ class Run:
                         raise
                     self.handed_off = False
             except BaseException as e:
+                if not local and not isinstance(e, KeyboardInterrupt) and errors.own_error(e) is None:
+                    # A remote job's failure arrives as its worker's traceback, as text: one line of it.
+                    raise errors.RunError(describe_failure(e, cfg.output.output, cfg.output.run_id,
+                                                           remote=True, local_paths=_local_paths(cfg))) from e
                 raise _own_error(folder) or e
             finally:
                 self.worker_pids = progress.worker_pids()
@@ -163,7 +169,7 @@ def spill_dir(cfg: ConvertConfig, local: bool, mode: str, scratch: str) -> str:
 
 
 @contextlib.contextmanager
-def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool):
+def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool, runner: str = "remote runner"):
     """Checks the output, takes its lock, removes what earlier runs left;
     on leaving, however it leaves, ends the run unless a remote job took it."""
     out = cfg.output
@@ -176,7 +182,8 @@ def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool):
     check_output_path(out.lock_dir)
     check_output_path(out.output)
     output_guard.check_apart(out.lock_dir, cfg.inputs.root)  # a --versioned root holds the versions
-    run_lock.acquire(out.lock_dir, out.run_id, ttl_hours, break_lock)
+    # A remote job's lock is the job's: its liveness is never this launcher's pid.
+    run_lock.acquire(out.lock_dir, out.run_id, ttl_hours, break_lock, runner=runner if out.job_ends_run else "")
     run = Run(cfg)
     try:
         versions.check_latest_unchanged(out)  # read before the lock was ours
@@ -193,6 +200,15 @@ def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool):
         if not run.handed_off:
             fsutil.delete_tree(layout.staging_dir(out.output, out.run_id))
             run_lock.release(out.lock_dir, out.run_id)
+
+
+def _job_id(result) -> str:
+    """The submitted job's id as its runner names it ("" if it has none)."""
+    try:
+        job = result.job_id() if hasattr(result, "job_id") else getattr(result, "_job_id", "")
+    except Exception:  # a runner whose result cannot say
+        return ""
+    return str(job or "")
 
 
 @contextlib.contextmanager
@@ -218,20 +234,85 @@ def _own_error(folder: str) -> Optional[errors.ConversionError]:
     return noted[0] if noted else None
 
 
+class _JobErrorMessages(logging.Filter):
+    """Drops the error messages a portable job streams back (Beam logs each on
+    the root logger: the worker's traceback, some 60 lines); the failure is
+    told once, in one line (describe_failure), and --debug shows them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno >= logging.ERROR and record.funcName == "read_messages"
+                    and record.pathname.endswith("portable_runner.py"))
+
+
+@contextlib.contextmanager
+def _job_errors_unlogged(enabled: bool):
+    if not enabled:
+        yield
+        return
+    root, dropped = logging.getLogger(), _JobErrorMessages()
+    root.addFilter(dropped)
+    try:
+        yield
+    finally:
+        root.removeFilter(dropped)
+
+
 _OS_ERROR = re.compile(r"\[Errno (\d+)\] ([^\n\[]+?)(?:: '([^'\n]*)')?(?: \[while running|\n|$)")
 _LAST_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit)): (.+)$", re.M)
+# An exception's last traceback line, "module.Name: message": ours are known by their name or module.
+_RAISED = re.compile(r"^((?:[A-Za-z_]\w*\.)*)([A-Za-z_]\w*): (.+)$", re.M)
 
 
-def describe_failure(e: BaseException, output: str, run_id: str = "") -> str:
+def _local_paths(cfg: ConvertConfig) -> tuple:
+    """The run's paths on this machine's filesystem, as their flags: what a
+    remote runner's workers see only if they share that filesystem."""
+    named = (("--input", cfg.inputs.root), ("--label_table", cfg.inputs.table), ("--output", cfg.output.output))
+    if cfg.inputs.source and cfg.inputs.table:  # rows from Python: the table is a scratch copy under temp_location
+        named = named[:1] + (("temp_location", cfg.inputs.table),) + named[2:]
+    return tuple((flag, path) for flag, path in named if path and fsutil.is_local(path))
+
+
+def _ours_in(text: str):
+    """(type name, message) of the first error of ours a remote worker's
+    traceback names (the cause; Beam re-raises it with the step's name
+    appended), or None."""
+    known = errors._known()
+    for m in _RAISED.finditer(text):
+        module, name, message = m.group(1).rstrip("."), m.group(2), m.group(3)
+        if name in known or module.startswith("tfrecord_pipelines") and name != "RunError":
+            return name, message.split(" [while running")[0].strip()
+    return None
+
+
+def _unseen_paths(local_paths: tuple) -> str:
+    if not local_paths:
+        return ""
+    shown = ", ".join(f"{flag} {path}" for flag, path in local_paths)
+    return (f"; {shown} {'is a path' if len(local_paths) == 1 else 'are paths'} on this machine, which the "
+            "remote runner's workers may not see: give gs:// paths, or paths on a filesystem every worker mounts "
+            "at the same place")
+
+
+def describe_failure(e: BaseException, output: str, run_id: str = "", remote: bool = False,
+                     local_paths: tuple = ()) -> str:
     """One line for any failure of a run: ours by their message, an OS error
     (disk full, permissions) by its cause and path, else the last error a
-    remote runner reported, without its traceback (--debug shows it)."""
+    remote runner reported, without its traceback (--debug shows it): an
+    error of ours there by its type. `remote`: a remote job's failure, whose
+    `local_paths` ((flag, path) on this machine's disk) its workers may not
+    see, which the line says."""
     own = errors.own_error(e)
     if own is not None:
         return str(own) + (_rejects_by_reason(output, run_id) if isinstance(own, TooManyRejects) else "")
     if isinstance(e, KeyboardInterrupt):
         return "interrupted; nothing was published"
     text = f"{type(e).__name__}: {e}" if isinstance(e, OSError) else str(e)
+    ours = _ours_in(text) if "Traceback (most recent call last)" in text else None
+    if ours is not None:
+        name, message = ours
+        by_reason = _rejects_by_reason(output, run_id) if name == TooManyRejects.__name__ else ""
+        return (f"the job failed: {name}: {message}{_unseen_paths(local_paths if remote else ())} (rerun with --debug for the "
+                f"worker's traceback){by_reason}")
     m = _OS_ERROR.search(text)
     if m:
         code, what, path = int(m.group(1)), m.group(2).strip(), m.group(3)
@@ -246,11 +327,12 @@ def describe_failure(e: BaseException, output: str, run_id: str = "") -> str:
         if output and code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
             return (f"{what}{where} while writing --output {output}: free space (or raise the quota) on that "
                     "device and rerun; nothing was published")
-        return f"{what}{where}; nothing was published"
+        return f"{what}{where}{_unseen_paths(local_paths if remote else ())}; nothing was published"
     found = _LAST_ERROR.findall(text)
     lines = text.strip().splitlines()
     detail = f"{found[-1][0]}: {found[-1][1]}" if found else lines[-1] if lines else type(e).__name__
-    return f"the run failed: {detail.split(' [while running')[0]} (rerun with --debug for the traceback)"
+    return (f"the {'job' if remote else 'run'} failed: {detail.split(' [while running')[0]}"
+            f"{_unseen_paths(local_paths if remote else ())} (rerun with --debug for the traceback)")
 
 
 def _rejects_by_reason(output: str, run_id: str) -> str:

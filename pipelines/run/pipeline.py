@@ -24,6 +24,8 @@ ListInputs over the user's rows, then PrepareRecords): one graph, two ways in.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import apache_beam as beam
 
 from tfrecord_pipelines._version import __version__
@@ -31,7 +33,8 @@ from tfrecord_pipelines.options.config import Compression, ConvertConfig
 from tfrecord_pipelines.transforms.core import fingerprint, publishable
 from tfrecord_pipelines.transforms.core.fingerprint import FINGERPRINT
 from tfrecord_pipelines.transforms.core.images import Validation
-from tfrecord_pipelines.transforms.core.specs import QUALITY, RECORDS, REJECTS, STATS, OutputFormat, PublishSpec
+from tfrecord_pipelines.transforms.core.specs import (QUALITY, RECORDS, REJECTS, REMOTE_IN_FLIGHT, ROWS_FOLDER_PREFIX,
+                                                       STATS, InputKind, OutputFormat, PublishSpec)
 from tfrecord_pipelines.transforms.stages.assign_labels import AssignLabels
 from tfrecord_pipelines.transforms.stages.check_quality import CheckQuality
 from tfrecord_pipelines.transforms.stages.check_report import CheckReport, CheckSpec, quality_rows
@@ -106,7 +109,7 @@ class PrepareRecords(beam.PTransform):
                            | "ExpectValidate" >> beam.Map(lambda n: progress.expect(progress_dir, "validate", n)))
                 records = records | "AfterCount" >> beam.Map(lambda b, _: b, beam.pvalue.AsSingleton(counted))
             valid = records | "ValidateImages" >> ValidateImages(ValidateSpec(
-                cfg.images, digest=cfg.quality.dedup_before_writing or (out.check_only and cfg.quality.enabled),
+                workers_images(cfg), digest=cfg.quality.dedup_before_writing or (out.check_only and cfg.quality.enabled),
                 progress_dir=self._progress_dir, spill_dir=spill_dir))
             # [Rec + size, format, height, width, channels, crc]
             records, valid_rejects = valid[RECORDS], valid[REJECTS]
@@ -156,7 +159,7 @@ class WriteDataset(beam.PTransform):
                    | "AllRejects" >> beam.Flatten())
         spec = PublishSpec(out, staging, cfg.shards.compression, cfg.describe(), options_digest(cfg), __version__,
                            cfg.max_reject_fraction, allow_empty=cfg.allow_empty, allow_shrink=cfg.allow_shrink,
-                           shard_options=cfg.fingerprint_options())
+                           shard_options=cfg.fingerprint_options(), remove_at_end=_scratch_table(cfg))
         stats = prepared[STATS]
         if STATS in planned:  # match_in_plan: unchanged, new, changed, removed
             stats = (stats, planned[STATS]) | "MatchStats" >> beam.Flatten()
@@ -171,6 +174,17 @@ class WriteDataset(beam.PTransform):
                                                                          why_not_near(cfg), spill_dir)
             # singleton: the manifest's "quality" section
         return results | "Publish" >> Publish(spec)
+
+
+def _scratch_table(cfg: ConvertConfig) -> str:
+    """The folder of the table written for rows from Python (pipelines/api/rows.py)
+    when a remote job ends its own run: the job removes it, as the launcher
+    may be gone (--detach). "" otherwise: the launcher removes it."""
+    table = cfg.inputs.table
+    if not (cfg.output.job_ends_run and cfg.inputs.source and table):
+        return ""
+    folder = table.rsplit("/", 1)[0] if "/" in table else ""
+    return folder if folder.rsplit("/", 1)[-1].startswith(ROWS_FOLDER_PREFIX) else ""
 
 
 class CheckDataset(beam.PTransform):
@@ -190,7 +204,8 @@ class CheckDataset(beam.PTransform):
             inputs["quality"] = checks | "CheckQuality" >> CheckQuality(cfg.quality, prepared["label_map"],
                                                                         why_not_near(cfg), self._spill_dir)
         guards = publishable.Guards(cfg.allow_empty, cfg.allow_shrink, cfg.max_reject_fraction)
-        return inputs | "CheckReport" >> CheckReport(CheckSpec(cfg.output, cfg.describe(), guards, __version__))
+        return inputs | "CheckReport" >> CheckReport(CheckSpec(cfg.output, cfg.describe(), guards, __version__,
+                                                                   _scratch_table(cfg)))
 
 
 def read_once(cfg: ConvertConfig) -> bool:
@@ -267,10 +282,25 @@ def _write_preview(_, path: str, stats: dict, totals: dict, run_fp: tuple, label
 
 def write_spec(cfg: ConvertConfig, staging: str, progress_dir: str = "") -> WriteSpec:
     """WriteShards' settings, from the run's."""
-    return WriteSpec(staging, cfg.images, cfg.shards.compression, cfg.shards.output_format,
+    return WriteSpec(staging, workers_images(cfg), cfg.shards.compression, cfg.shards.output_format,
                      feature_keys=cfg.output.feature_keys, first_read=read_once(cfg),
                      index_files=cfg.shards.index_files, quality_rows=cfg.quality.enabled,
                      detection=cfg.detection, reuse=_reuse(cfg), progress_dir=progress_dir)
+
+
+def workers_images(cfg: ConvertConfig):
+    """The image settings the stages get. A job launched for a remote runner
+    (job_ends_run; a Beam user's own pipeline, ROWS, may run anywhere) reads
+    local paths, which its workers see only on a shared filesystem, with a
+    bucket's reads in flight: one read at a time per worker suits a worker per
+    core on the page cache, not a network disk nor a runner's one SDK worker
+    doing every step (a resize run on one portable worker: see
+    bench/remote_reads.py). Not recorded in the manifest: the shards do not
+    depend on it."""
+    reads = cfg.images.reads
+    if reads.in_flight or not cfg.output.job_ends_run or cfg.inputs.kind is InputKind.ROWS:
+        return cfg.images
+    return dataclasses.replace(cfg.images, reads=dataclasses.replace(reads, in_flight=REMOTE_IN_FLIGHT))
 
 
 def match_spec(cfg: ConvertConfig, spill_dir: str) -> MatchSpec:

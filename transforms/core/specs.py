@@ -162,6 +162,7 @@ def is_remote(path: str) -> bool:
     return "://" in path
 
 
+ROWS_FOLDER_PREFIX = "tfrecords-rows-"  # the scratch folder of one run's rows table (a remote job's end removes it)
 RUN_ONLY = {"recorded": False}  # a field of a spec that the manifest's settings leave out
 
 
@@ -216,6 +217,7 @@ class PublishSpec:
     allow_empty: bool = False        # --allow_empty: publish a dataset of 0 records
     allow_shrink: bool = False       # --allow_shrink: a version may fall below half of LATEST's records
     shard_options: dict = None       # the settings that shape the shards (the manifest's incremental.options)
+    remove_at_end: str = ""          # a folder the job removes when it ends the run (rows from Python's table)
 
     @property
     def job_ends_run(self) -> bool:

@@ -100,6 +100,7 @@ class CheckSpec:
     options: dict                    # the settings, as check.json records them
     guards: publishable.Guards = publishable.Guards()  # what a conversion's publish step would hold the run to
     tool_version: str = ""
+    remove_at_end: str = ""          # a folder the job removes when it ends the run (rows from Python's table)
 
 
 class CheckReport(beam.PTransform):
@@ -119,7 +120,7 @@ class CheckReport(beam.PTransform):
         counts = records | "Count" >> beam.Map(_count) | "Counts" >> beam.CombineGlobally(_sum_counters)
         samples = records | "Sample" >> beam.CombineGlobally(SampleCombine())
         extra = [side.AsSingleton(inputs["quality"])] if "quality" in inputs else []
-        settings = (spec.output, spec.options, spec.guards, spec.tool_version)
+        settings = (spec.output, spec.options, spec.guards, spec.tool_version, spec.remove_at_end)
         return (records.pipeline
                 | "Once" >> beam.Create([None])
                 | "WriteCheck" >> beam.Map(
@@ -226,7 +227,7 @@ def report_inputs(figures: dict, samples: dict, rejects: RejectLog, label_map) -
 
 def write_check(settings: tuple, rejects: list, stats: dict, label_map, counts: dict, samples: dict,
                 quality_section: Optional[dict] = None) -> dict:
-    out, options, guards, tool_version = settings
+    out, options, guards, tool_version, remove_at_end = settings
     rejects = RejectLog(rejects)
     try:
         figures = check_figures(out, options, tool_version, rejects, stats, label_map, counts, quality_section)
@@ -258,5 +259,7 @@ def write_check(settings: tuple, rejects: list, stats: dict, label_map, counts: 
         fsutil.write_bytes(fsutil.join(out.output, CHECK_JSON), text.encode("utf-8", "surrogateescape"))
     finally:
         if out.job_ends_run:  # a remote job the launcher does not wait for ends its own run
+            if remove_at_end:
+                fsutil.delete_tree(remove_at_end)
             run_lock.release(out.lock_dir, out.run_id)
     return figures

@@ -471,6 +471,8 @@ def _move_shards_in(output: str, shards: list) -> None:
 def _end(spec: PublishSpec) -> None:
     if spec.job_ends_run:
         fsutil.delete_tree(spec.staging)
+        if spec.remove_at_end:  # read by the listing, long before: a detached launcher cannot remove it
+            fsutil.delete_tree(spec.remove_at_end)
         run_lock.release(spec.output.lock_dir, spec.output.run_id)
 
 

@@ -6,6 +6,12 @@ in one try/finally), or, for a job the launcher does not wait for (Dataflow,
 templates), the job's Publish step, its last. A lock names its run, host, pid
 and expiry; a lock whose run is gone (its process on this machine is dead, or
 it expired) may be taken over.
+
+A lock taken for a remote job names its runner (and, once the job is
+submitted, the job's id): the launcher's process is no sign of that job's
+life (a detached launch returns at once, an interrupted one leaves the job
+running), so such a lock is held until the job ends it, it expires
+(--lock_ttl_hours) or --break_lock takes it.
 """
 from __future__ import annotations
 
@@ -36,12 +42,14 @@ class LockLost(ConversionError):
     """This run no longer holds its lock: it must not change the output."""
 
 
-def _body(run_id: str, ttl_hours: float) -> bytes:
+def _body(run_id: str, ttl_hours: float, runner: str = "") -> bytes:
     now = datetime.datetime.now(datetime.timezone.utc)
     expires = now + datetime.timedelta(hours=ttl_hours)
-    return json.dumps({"run_id": run_id, "host": socket.gethostname(), "pid": os.getpid(),
-                       "started": now.isoformat(timespec="seconds"),
-                       "expires": expires.isoformat(timespec="seconds")}).encode()
+    body = {"run_id": run_id, "host": socket.gethostname(), "pid": os.getpid(),
+            "started": now.isoformat(timespec="seconds"), "expires": expires.isoformat(timespec="seconds")}
+    if runner:
+        body["runner"] = runner
+    return json.dumps(body).encode()
 
 
 def _held(folder: str):
@@ -77,6 +85,8 @@ def stale_reason(held: dict, now: datetime.datetime = None) -> str:
             return f"it expired at {held['expires']}"
     except (KeyError, ValueError, TypeError):
         pass
+    if held.get("runner"):  # a remote job's: alive until it ends, expires or --break_lock
+        return ""
     if held.get("host") != socket.gethostname():
         return ""
     if held.get("pid") == os.getpid() and held.get("run_id") in _HANDED_OFF:
@@ -91,13 +101,14 @@ def stale_reason(held: dict, now: datetime.datetime = None) -> str:
 
 
 def acquire(folder: str, run_id: str, ttl_hours: float = 48.0, break_lock: bool = False,
-            handed_off: bool = False) -> None:
+            handed_off: bool = False, runner: str = "") -> None:
     """Takes the lock for `run_id`; `handed_off`: the run's own pipeline
-    releases it (see _HANDED_OFF)."""
+    releases it (see _HANDED_OFF); `runner`: the remote runner whose job will
+    hold it (see the module's docstring)."""
     lock = fsutil.join(folder, layout.LOCK)
     for _ in range(2):
         try:
-            fsutil.create_only(lock, _body(run_id, ttl_hours))
+            fsutil.create_only(lock, _body(run_id, ttl_hours, runner))
             if handed_off:
                 _HANDED_OFF.add(run_id)
             return
@@ -113,11 +124,7 @@ def acquire(folder: str, run_id: str, ttl_hours: float = 48.0, break_lock: bool 
                       file=sys.stderr)
                 fsutil.delete([lock])
                 continue
-            raise LockHeld(
-                f"another conversion is writing --output {folder!r} (run {held.get('run_id', '?')} on host "
-                f"{held.get('host', '?')}, pid {held.get('pid', '?')}, started {held.get('started', '?')}, lock "
-                f"expires {held.get('expires', '?')}). If that run is gone, pass --break_lock (or delete {lock})"
-            ) from None
+            raise LockHeld(_held_line(folder, lock, held)) from None
         except OSError as e:  # e.g. read-only file system, no space left, permission denied
             where = f": {e.filename}" if getattr(e, "filename", None) else ""
             raise LockHeld(f"--output {folder!r}: cannot create the lock file ({e.strerror or e}{where})") from None
@@ -127,6 +134,48 @@ def acquire(folder: str, run_id: str, ttl_hours: float = 48.0, break_lock: bool 
 def held_by(folder: str) -> str:
     """The run id the lock of `folder` names ("" when there is none)."""
     return str((_held(folder) or {}).get("run_id") or "")
+
+
+def _held_line(folder: str, lock: str, held: dict) -> str:
+    if held.get("runner"):
+        job = f"job {held['job_id']}" if held.get("job_id") else "a job"
+        return (f"another conversion is writing --output {folder!r}: run {held.get('run_id', '?')}, {job} on "
+                f"{held['runner']} launched from host {held.get('host', '?')} at {held.get('started', '?')}; it "
+                f"holds the lock until it ends, or until {held.get('expires', '?')} (--lock_ttl_hours). If that "
+                f"job is no longer running, pass --break_lock (or delete {lock})")
+    return (f"another conversion is writing --output {folder!r} (run {held.get('run_id', '?')} on host "
+            f"{held.get('host', '?')}, pid {held.get('pid', '?')}, started {held.get('started', '?')}, lock "
+            f"expires {held.get('expires', '?')}). If that run is gone, pass --break_lock (or delete {lock})")
+
+
+def name_job(folder: str, run_id: str, job_id: str) -> None:
+    """Records the submitted job's id in the lock, if it still names this run.
+    Never recreates a lock the job has already released: the local file is
+    rewritten in place through an open handle (a lock removed meanwhile takes
+    the write with it), the object only at the generation read."""
+    if not job_id:
+        return
+    lock = fsutil.join(folder, layout.LOCK)
+    try:
+        if fsutil.is_local(lock):
+            with open(lock, "r+b") as f:  # O_NOFOLLOW aside, the lock was made by create_only
+                held = json.loads(f.read(untrusted.MAX_LOCK_BYTES))
+                if not isinstance(held, dict) or held.get("run_id") != run_id:
+                    return
+                f.seek(0)
+                f.write(json.dumps({**held, "job_id": job_id}).encode())
+                f.truncate()
+            return
+        if lock.startswith("gs://"):
+            from tfrecord_pipelines.transforms.storage import gcs
+            data, generation = gcs.read(lock, 0, timeout=gcs.timeout(), max_bytes=untrusted.MAX_LOCK_BYTES)
+            held = json.loads(data)
+            if isinstance(held, dict) and held.get("run_id") == run_id:
+                bucket, name = gcs.split_path(lock)
+                gcs.client().bucket(bucket).blob(name).upload_from_string(
+                    json.dumps({**held, "job_id": job_id}).encode(), if_generation_match=generation)
+    except Exception:  # gone (the job ended), or replaced: the lock stands as it was
+        return
 
 
 def check(folder: str, run_id: str) -> None:
