@@ -9,7 +9,16 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_PROCS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: demo test docs bench install clean tools
+.PHONY: demo test test-beam-oldest docs bench install clean tools
+
+# A second virtualenv with the oldest Beam of setup.py's range: constraints.txt with only
+# the pins constraints-beam-oldest.txt changes (what that Beam requires). It starts as hard
+# links to .venv's packages, so pip downloads and installs only what differs (the registry's
+# files are not kept in pip's cache here: a second install from nothing is ~10 min more).
+OLD_VENV := .venv-beam-oldest
+OLD_PY := $(OLD_VENV)/bin/python
+OLD_STAMP := $(OLD_VENV)/.installed
+SITE := lib/python3.11/site-packages
 
 $(STAMP): setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +27,23 @@ $(STAMP): setup.py constraints.txt
 	touch $(STAMP)
 
 install: $(STAMP)
+
+$(OLD_STAMP): $(STAMP) constraints-beam-oldest.txt
+	rm -rf $(OLD_VENV)
+	$(PYTHON) -m venv --without-pip $(OLD_VENV)
+	rm -rf $(OLD_VENV)/$(SITE)
+	cp -al $(VENV)/$(SITE) $(OLD_VENV)/$(SITE)
+	awk -F'==' 'NR==FNR { if ($$0 ~ /^[^#].*==/) drop[tolower($$1)] = 1; next } !(tolower($$1) in drop)' \
+		constraints-beam-oldest.txt constraints.txt > $(OLD_VENV)/constraints.txt
+	grep -v '^#' constraints-beam-oldest.txt >> $(OLD_VENV)/constraints.txt
+	$(OLD_PY) -m pip install --quiet -c $(OLD_VENV)/constraints.txt -e ".[test]"
+	$(OLD_PY) -m pip check
+	touch $(OLD_STAMP)
+
+# The tests marked beam_range (conversion, byte identity, incremental runs, the PTransforms,
+# installing beside a Beam) on the oldest Beam: outside the speed layer's tested versions.
+test-beam-oldest: $(OLD_STAMP)
+	$(OLD_PY) -m pytest -q -n $(TEST_PROCS) -m beam_range tests
 
 demo: $(STAMP)
 	$(PY) -m tfrecord_pipelines.demo
@@ -30,9 +56,10 @@ tools:
 
 # The suite on a process per core (pytest-xdist), then its multi-process runs again on Beam's own worker processes
 # (the fallback when the zygote is off or Beam's version untested: pipelines/runtime.py).
-test: $(STAMP) tools
+test: $(STAMP) $(OLD_STAMP) tools
 	$(PY) -m pytest -q -n $(TEST_PROCS) tests
 	TFRECORDS_FORK_WORKERS=0 $(PY) -m pytest -q -m workers tests
+	$(MAKE) test-beam-oldest
 
 # MkDocs with Material; mkdocstrings renders docs/reference.md from the docstrings.
 docs: $(STAMP)
@@ -42,4 +69,4 @@ bench: $(STAMP)
 	$(PY) -m bench.run $(ARGS)
 
 clean:
-	rm -rf $(VENV) demo build site *.egg-info
+	rm -rf $(VENV) $(OLD_VENV) demo build site *.egg-info

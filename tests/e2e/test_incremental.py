@@ -142,6 +142,7 @@ def same_size_rewrite(path: str) -> None:
 
 # ---- ten increments ----------------------------------------------------------------------------------------------
 
+@pytest.mark.beam_range
 def test_ten_increments_are_each_byte_identical_to_a_full_conversion(tmp_path, opens, capsys):
     images, root, scratch = str(tmp_path / "images"), str(tmp_path / "ds"), str(tmp_path / "scratch")
     make_tree(images, per_class=10)
@@ -513,6 +514,7 @@ def test_killed_while_publishing_then_resumed_is_byte_identical(bigger, tmp_path
     assert files_of(os.path.join(root, "v1")) == files_of(clean)
 
 
+@pytest.mark.beam_range
 def test_an_incremental_run_killed_and_resumed_is_byte_identical_to_a_full_one(bigger, tmp_path, capsys):
     images, _ = bigger
     work = str(tmp_path / "images")
