@@ -18,7 +18,7 @@ TEST_PROCS ?= $(shell nproc 2>/dev/null || echo 2)
 OLD_VENV := .venv-beam-oldest
 OLD_PY := $(OLD_VENV)/bin/python
 OLD_STAMP := $(OLD_VENV)/.installed
-SITE := lib/python3.11/site-packages
+SITE = $(shell $(PYTHON) -c 'import sys; print("lib/python%d.%d/site-packages" % sys.version_info[:2])')
 
 $(STAMP): setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)

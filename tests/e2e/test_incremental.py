@@ -142,7 +142,6 @@ def same_size_rewrite(path: str) -> None:
 
 # ---- ten increments ----------------------------------------------------------------------------------------------
 
-@pytest.mark.beam_range
 def test_ten_increments_are_each_byte_identical_to_a_full_conversion(tmp_path, opens, capsys):
     images, root, scratch = str(tmp_path / "images"), str(tmp_path / "ds"), str(tmp_path / "scratch")
     make_tree(images, per_class=10)
