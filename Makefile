@@ -56,9 +56,10 @@ tools:
 
 # The suite on a process per core (pytest-xdist), then its multi-process runs again on Beam's own worker processes
 # (the fallback when the zygote is off or Beam's version untested: pipelines/runtime.py).
+# test_beam_range.py runs both virtualenvs' Beams itself (its own subprocesses): once, in test-beam-oldest.
 test: $(STAMP) $(OLD_STAMP) tools
-	$(PY) -m pytest -q -n $(TEST_PROCS) tests
-	TFRECORDS_FORK_WORKERS=0 $(PY) -m pytest -q -m workers tests
+	$(PY) -m pytest -q -n $(TEST_PROCS) --ignore tests/e2e/test_beam_range.py tests
+	TFRECORDS_FORK_WORKERS=0 $(PY) -m pytest -q -m workers --ignore tests/e2e/test_beam_range.py tests
 	$(MAKE) test-beam-oldest
 
 # MkDocs with Material; mkdocstrings renders docs/reference.md from the docstrings.
