@@ -9,7 +9,16 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_PROCS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: demo test test-core docs bench install clean tools
+.PHONY: demo test test-core test-beam-oldest docs bench install clean tools
+
+# A second virtualenv with the oldest Beam of setup.py's range: constraints.txt with only
+# the pins constraints-beam-oldest.txt changes (what that Beam requires). It starts as hard
+# links to .venv's packages, so pip downloads and installs only what differs (the registry's
+# files are not kept in pip's cache here: a second install from nothing is ~10 min more).
+OLD_VENV := .venv-beam-oldest
+OLD_PY := $(OLD_VENV)/bin/python
+OLD_STAMP := $(OLD_VENV)/.installed
+SITE = $(shell $(PYTHON) -c 'import sys; print("lib/python%d.%d/site-packages" % sys.version_info[:2])')
 
 $(STAMP): setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +27,23 @@ $(STAMP): setup.py constraints.txt
 	touch $(STAMP)
 
 install: $(STAMP)
+
+$(OLD_STAMP): $(STAMP) constraints-beam-oldest.txt
+	rm -rf $(OLD_VENV)
+	$(PYTHON) -m venv --without-pip $(OLD_VENV)
+	rm -rf $(OLD_VENV)/$(SITE)
+	cp -al $(VENV)/$(SITE) $(OLD_VENV)/$(SITE)
+	awk -F'==' 'NR==FNR { if ($$0 ~ /^[^#].*==/) drop[tolower($$1)] = 1; next } !(tolower($$1) in drop)' \
+		constraints-beam-oldest.txt constraints.txt > $(OLD_VENV)/constraints.txt
+	grep -v '^#' constraints-beam-oldest.txt >> $(OLD_VENV)/constraints.txt
+	$(OLD_PY) -m pip install --quiet -c $(OLD_VENV)/constraints.txt -e ".[test]"
+	$(OLD_PY) -m pip check
+	touch $(OLD_STAMP)
+
+# The tests marked beam_range (conversion, byte identity, incremental runs, the PTransforms,
+# installing beside a Beam) on the oldest Beam: outside the speed layer's tested versions.
+test-beam-oldest: $(OLD_STAMP)
+	$(OLD_PY) -m pytest -q -n $(TEST_PROCS) -m beam_range tests
 
 demo: $(STAMP)
 	$(PY) -m tfrecord_pipelines.demo
@@ -29,10 +55,13 @@ tools:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium)
 
 # The suite on a process per core (pytest-xdist), then its multi-process runs again on Beam's own worker processes
-# (the fallback when the zygote is off or Beam's version untested: pipelines/run/runtime.py).
-test: $(STAMP) tools
-	$(PY) -m pytest -q -n $(TEST_PROCS) tests
-	TFRECORDS_SPEEDUPS=0 $(PY) -m pytest -q -m workers tests
+# (the fallback when the speed layer is off or Beam's version untested: pipelines/run/runtime.py), then the
+# beam_range tests on the oldest Beam of setup.py's range. test_beam_range.py runs both virtualenvs' Beams
+# itself (its own subprocesses): once, in test-beam-oldest.
+test: $(STAMP) $(OLD_STAMP) tools
+	$(PY) -m pytest -q -n $(TEST_PROCS) --ignore tests/e2e/test_beam_range.py tests
+	TFRECORDS_SPEEDUPS=0 $(PY) -m pytest -q -m workers --ignore tests/e2e/test_beam_range.py tests
+	$(MAKE) test-beam-oldest
 
 # The pure core's tests alone, without Beam: well under a minute.
 test-core: $(STAMP)
@@ -46,4 +75,4 @@ bench: $(STAMP)
 	$(PY) -m bench.run $(ARGS)
 
 clean:
-	rm -rf $(VENV) demo build site *.egg-info
+	rm -rf $(VENV) $(OLD_VENV) demo build site *.egg-info

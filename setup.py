@@ -27,8 +27,12 @@ setup(
     package_dir=PACKAGE_DIR,
     package_data={"tfrecord_pipelines": ["sample_photos/*"]},
     install_requires=[
-        # Dataflow's worker image must carry the same Beam version (launch/Dockerfile).
-        "apache-beam[gcp]==2.77.0",
+        # The Beams the tests run on: constraints.txt's (the newest) and constraints-beam-oldest.txt's
+        # (make test-beam-oldest). Below 2.74, Beam's [gcp] extra needs google-cloud-storage<3;
+        # below 2.69, protobuf<6 (TensorFlow 2.21 needs >=6.31.1). A range, so that pip keeps the
+        # Beam a user's virtualenv (or Dataflow's worker image of the launcher's Beam) already holds;
+        # the Flex Template's image carries constraints.txt's Beam (launch/flex_template/Dockerfile).
+        "apache-beam[gcp]>=2.74,<3",
         "tensorflow>=2.21,<2.22",
         "tfx-bsl>=1.21,<1.22",
         "google-cloud-storage>=3.0,<4",

@@ -26,6 +26,7 @@ def check_sources(rows, root):
 
 
 @pytest.mark.parametrize("in_memory", [True, False], ids=["in_memory", "default_multi_process"])
+@pytest.mark.beam_range
 def test_folder_tree_end_to_end(tmp_path, in_memory):
     """Also on the default users get: the multi-process local runner on all cores."""
     root, out = str(tmp_path / "images"), str(tmp_path / "out")
@@ -68,6 +69,7 @@ def write_table(path, header, rows, delimiter=","):
     return path
 
 
+@pytest.mark.beam_range
 def test_label_table_with_splits_and_typed_extra_columns(tmp_path):
     root, out = str(tmp_path / "photos"), str(tmp_path / "out")
     rows = []
@@ -237,6 +239,7 @@ def test_shard_size_multiple_and_per_split_counts(tmp_path, tree):
 
 
 @pytest.mark.parametrize("compression,suffix", [("gzip", ".gz"), ("zlib", ".zlib")])
+@pytest.mark.beam_range
 def test_compressed_shards(tmp_path, tree, compression, suffix):
     root, labels = tree
     out = str(tmp_path / "out")
@@ -271,6 +274,7 @@ def test_cap_per_split_is_a_deterministic_sample(tmp_path, tree):
     assert order[:5] != sorted(labels)[:5]  # a shuffle, not the listing order
 
 
+@pytest.mark.beam_range
 def test_bad_files_are_quarantined_with_reasons(tmp_path, tree):
     root, labels = tree
     write(os.path.join(root, "cat", "empty.jpg"), b"")

@@ -50,8 +50,9 @@ WORKERS = ["--machine_type", "n2-standard-4", "--max_num_workers", "5", "--disk_
 
 
 def beam_pin() -> str:
-    with open(os.path.join(ROOT, "setup.py")) as f:
-        return re.search(r'"apache-beam\[gcp\]==([0-9.]+)"', f.read()).group(1)
+    """The Beam constraints.txt pins: the one `make install` and the image's launcher install."""
+    with open(os.path.join(ROOT, "constraints.txt")) as f:
+        return re.search(r"^apache-beam==([0-9.]+)$", f.read(), re.M).group(1)
 
 
 def load_module(name: str, path: str):
@@ -404,13 +405,17 @@ def dockerfile() -> str:
         return f.read()
 
 
-def test_dockerfile_matches_setup_py_and_the_checkout():
+def test_dockerfile_matches_the_constraints_and_the_checkout():
     text = dockerfile()
     froms = re.findall(r"^FROM\s+(\S+)", text, re.M)
     sdk = [f for f in froms if f.startswith("apache/beam_python")]
     assert sdk == [f"apache/beam_python{sys.version_info.major}.{sys.version_info.minor}_sdk:{beam_pin()}"], froms
-    with open(os.path.join(ROOT, "constraints.txt")) as f:
-        assert f"apache-beam=={beam_pin()}\n" in f.read()
+    # The image's install keeps that Beam (and says so), and it is inside setup.py's range.
+    assert f"assert apache_beam.__version__ == '{beam_pin()}'" in text
+    with open(os.path.join(ROOT, "setup.py")) as f:
+        lo, hi = re.search(r'"apache-beam\[gcp\]>=([0-9.]+),<([0-9.]+)"', f.read()).groups()
+    version = tuple(int(x) for x in beam_pin().split("."))
+    assert tuple(int(x) for x in lo.split(".")) <= version < tuple(int(x) for x in hi.split(".")), (lo, hi)
     assert "/opt/google/dataflow/python_template_launcher" in text
     assert re.search(r"pip install .*-c constraints\.txt \.", text)
     assert 'ENTRYPOINT ["/opt/apache/beam/boot"]' in text

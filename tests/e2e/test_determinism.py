@@ -2,6 +2,8 @@
 mode, worker count or run."""
 import os
 
+import pytest
+
 from conftest import check_against_source, convert, image_bytes, manifest, shard_files, write
 
 
@@ -9,6 +11,7 @@ def shard_bytes(out):
     return {os.path.basename(f): open(f, "rb").read() for f in shard_files(out)}
 
 
+@pytest.mark.beam_range
 def test_same_bytes_in_process_multi_process_and_again(tmp_path, monkeypatch):
     root = str(tmp_path / "images")
     for c in range(4):
@@ -43,6 +46,7 @@ def test_same_bytes_in_process_multi_process_and_again(tmp_path, monkeypatch):
         assert got == first, f"{name} differs from in_memory"
 
 
+@pytest.mark.beam_range
 def test_seed_changes_the_order_not_the_content(tmp_path):
     import tensorflow as tf
     root = str(tmp_path / "images")

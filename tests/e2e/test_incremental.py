@@ -513,6 +513,7 @@ def test_killed_while_publishing_then_resumed_is_byte_identical(bigger, tmp_path
     assert files_of(os.path.join(root, "v1")) == files_of(clean)
 
 
+@pytest.mark.beam_range
 def test_an_incremental_run_killed_and_resumed_is_byte_identical_to_a_full_one(bigger, tmp_path, capsys):
     images, _ = bigger
     work = str(tmp_path / "images")

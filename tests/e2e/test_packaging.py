@@ -15,6 +15,8 @@ import sys
 import tarfile
 import time
 
+import pytest
+
 from conftest import ROOT, check_against_source
 
 PACKAGES = ("pipelines", "transforms")  # the repository's folders, installed as tfrecord_pipelines
@@ -54,8 +56,9 @@ def run(cmd, cwd, timeout=600, **env):
 
 
 def beam_pin() -> str:
-    with open(os.path.join(ROOT, "setup.py")) as f:
-        return re.search(r'"apache-beam\[gcp\]==([0-9.]+)"', f.read()).group(1)
+    """The Beam that constraints.txt pins (the install below uses it)."""
+    with open(os.path.join(ROOT, "constraints.txt")) as f:
+        return re.search(r"^apache-beam==([0-9.]+)$", f.read(), re.M).group(1)
 
 
 def test_the_staged_sdist_installs_and_converts_in_a_clean_virtualenv(tmp_path):
@@ -131,3 +134,26 @@ def test_the_staged_sdist_installs_and_converts_in_a_clean_virtualenv(tmp_path):
 
     print(f"\nsdist {os.path.basename(sdist)}: {size / 1024:.0f} KB, {len(names)} entries; "
           f"clean install {install_seconds:.0f} s")
+
+
+@pytest.mark.beam_range
+def test_pip_install_beside_the_installed_beam_keeps_it(tmp_path):
+    """A user's virtualenv that already holds a Beam of the range (on the oldest
+    Beam's run of the suite: the oldest) keeps it: pip's own resolver, offline
+    (--no-index: only what is installed can satisfy a requirement), decides to
+    install this checkout and nothing else."""
+    py = sys.executable
+    installed = run([py, "-c", "import apache_beam; print(apache_beam.__version__)"], tmp_path).stdout.strip()
+    report = tmp_path / "report.json"
+    run([py, "-m", "pip", "install", "--dry-run", "--no-index", "--no-build-isolation", "--no-input", "--quiet",
+         "--report", report, ROOT], tmp_path)
+    with open(report) as f:
+        chosen = {i["metadata"]["name"]: i["metadata"]["version"] for i in json.load(f)["install"]}
+    assert chosen == {"tfrecord-pipelines": VERSION}, chosen
+    run([py, "-m", "pip", "check"], tmp_path)
+    shown = run([py, "-m", "pip", "show", "apache-beam"], tmp_path).stdout
+    assert re.search(r"^Version: (.+)$", shown, re.M).group(1) == installed
+    lo, hi = re.search(r'"apache-beam\[gcp\]>=([0-9.]+),<([0-9.]+)"',
+                       open(os.path.join(ROOT, "setup.py")).read()).groups()
+    as_tuple = lambda v: tuple(int(x) for x in v.split("."))  # noqa: E731
+    assert as_tuple(lo) <= as_tuple(installed) < as_tuple(hi), (installed, lo, hi)

@@ -15,6 +15,9 @@ from apache_beam.testing.util import assert_that, equal_to
 import tfrecord_pipelines as tfp
 from conftest import check_against_source, convert, make_tree, manifest, shard_files, write
 
+# Run again on the oldest Beam of setup.py's range (make test-beam-oldest).
+pytestmark = pytest.mark.beam_range
+
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):

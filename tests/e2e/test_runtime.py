@@ -36,6 +36,7 @@ def _run_two_workers(root: str, out: str, caplog) -> set:
 
 
 @pytest.mark.parametrize("how", ["forked", "beam_own_workers", "untested_beam_version"])
+@pytest.mark.beam_range
 def test_two_workers_are_two_processes(many_images, tmp_path, monkeypatch, caplog, how):
     from tfrecord_pipelines import speed
     if how == "beam_own_workers":

@@ -52,6 +52,7 @@ def outputs(out: str) -> dict:
     return got
 
 
+@pytest.mark.beam_range
 def test_a_small_input_runs_in_process_and_writes_what_workers_write(small, tmp_path):
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.transforms import environments

@@ -106,6 +106,9 @@ CLAIMS = {
     "converts a tree with rejects, from local disk and from the GCS emulator to it, and holds": [
         "test_portable.py::test_portable_runner_gives_the_direct_runners_output",
         "test_portable.py::test_portable_runner_from_and_to_a_bucket"],
+    "converts one input with both virtualenvs' Beams and compares every byte": [
+        "test_beam_range.py::test_the_oldest_and_the_newest_beam_write_the_same_bytes",
+        "test_packaging.py::test_pip_install_beside_the_installed_beam_keeps_it"],
     "The tests hold its output byte for byte against": [
         "test_codec.py::test_encoding_is_protobufs_deterministic_serialization",
         "test_codec.py::test_tensorflow_reads_our_records"],
