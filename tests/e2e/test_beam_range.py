@@ -35,7 +35,7 @@ def venv_python(which: str) -> str:
 
 def run_in(which: str, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "TFRECORDS_FORK_WORKERS", "STORAGE_EMULATOR_HOST")}
+           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "TFRECORDS_SPEEDUPS", "STORAGE_EMULATOR_HOST")}
     proc = subprocess.run([venv_python(which), *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, f"{which}: {args} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"

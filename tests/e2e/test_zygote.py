@@ -58,7 +58,7 @@ def test_the_zygote_goes_when_the_command_dies():
     code = ("import os, time; from tfrecord_pipelines.speed import zygote as w; w.start(); "
             "print(w._zygote.pid, os.environ[w.ENV], flush=True); time.sleep(600)")
     parent = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                              env=dict(os.environ, TFRECORDS_FORK_WORKERS="1"))
+                              env=dict(os.environ, TFRECORDS_SPEEDUPS="1"))
     zygote, sock = parent.stdout.readline().split()
     zygote = int(zygote)
     # Wait until it serves (its socket exists): an observable condition, not a fixed sleep.
