@@ -127,7 +127,7 @@ def as_keywords(message: str) -> str:
     `allow_empty=True`, `--num_shards 0` `num_shards=0`, `--output` `output=`
     (options of the table only; Beam's and unknown names are left alone)."""
     def one(m: re.Match) -> str:
-        option = table.BY_NAME.get(m.group(1))
+        option = table.BY_FLAG.get(m.group(1))
         if option is None:
             return m.group(0)
         if option.kind == table.FLAG:

@@ -30,10 +30,11 @@ class Option:
     choices: Optional[tuple] = None
     metavar: Optional[str] = None
     help: str = ""
+    cli: str = ""  # the command line's name when it differs from the keyword's (--for: reader=)
 
     @property
     def flag(self) -> str:
-        return "--" + self.name
+        return "--" + (self.cli or self.name)
 
 
 OPTIONS = (
@@ -265,6 +266,7 @@ OPTIONS = (
 )
 
 BY_NAME = {o.name: o for o in OPTIONS}
+BY_FLAG = {o.flag[2:]: o for o in OPTIONS}
 assert len(BY_NAME) == len(OPTIONS), "an option is declared twice"
 GROUPS = tuple(dict.fromkeys(o.group for o in OPTIONS))
 
@@ -294,9 +296,9 @@ def add_to(parser) -> None:
         if g is None:
             g = groups[o.group] = parser.add_argument_group(o.group)
         if o.kind == FLAG:
-            g.add_argument(o.flag, action="store_true", default=o.default, help=o.help)
+            g.add_argument(o.flag, dest=o.name, action="store_true", default=o.default, help=o.help)
             continue
-        kw: dict = {"default": o.default, "help": o.help}
+        kw: dict = {"dest": o.name, "default": o.default, "help": o.help}
         if o.kind == LOWER:
             kw["type"] = str.lower
         elif o.kind == INT:
