@@ -207,7 +207,7 @@ def _output_args(parser) -> None:
                         "by record index, for Grain's global shuffle and TFDS's as_data_source; uncompressed, one "
                         "record per chunk); the same Examples either way. Not --output_formats (image formats)")
     g.add_argument("--index_files", action="store_true", default=False,
-                   help="Also write an index per shard, <shard>.idx (one line '<byte offset> <record length>' per "
+                   help="Also write an index per shard, index/<shard>.idx (one line '<byte offset> <record length>' per "
                         "record, as DALI's tfrecord2idx writes it), for NVIDIA DALI's readers.tfrecord and the "
                         "PyTorch tfrecord package to split records across workers; uncompressed shards only")
     g.add_argument("--overwrite", action="store_true", default=False,

@@ -331,7 +331,7 @@ class _WriteShardFn(beam.DoFn):
                         index_lines.append(b"%d %d\n" % (before, writer.bytes_written - before))
             crc = writer.close()
         provenance.flush_written(split, waiting, rows, entries)
-        index_temp, index_data = self._side_file(where, layout.index_name(name), b"".join(index_lines)) \
+        index_temp, index_data = self._side_file(where, f"{name}.idx", b"".join(index_lines)) \
             if self._index_files else ("", b"")
         prov_temp, prov_data = ("", b"")
         if entries is not None:
