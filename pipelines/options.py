@@ -134,6 +134,11 @@ def _image_and_example_args(parser) -> None:
                         "orientation applied, 16-bit scaled, alpha composited on white for jpeg)")
     g.add_argument("--jpeg_quality", type=int, default=90,
                    help="Quality of re-encoded (resized) JPEGs, 1-100 (default 90: README, resizing)")
+    g.add_argument("--color_convert", type=str.lower, default="rgb", choices=["rgb", "keep"],
+                   help="rgb: re-encode CMYK and YCCK JPEGs as RGB JPEG (at --jpeg_quality) and palette PNGs as "
+                        "RGB/RGBA PNG (lossless), so TensorFlow, PIL and torchvision decode the recorded channels "
+                        "(image/source_format says jpeg-cmyk, jpeg-ycck, png-palette); keep: store their bytes "
+                        "as found (TensorFlow decodes 3 channels, PIL 4 for CMYK, 1 for a palette)")
     g.add_argument("--exif_orientation", type=str.lower, default="keep", choices=["keep", "apply"],
                    help="keep: store JPEGs unchanged (TensorFlow ignores EXIF orientation, so a photo taken "
                         "sideways decodes sideways); apply: re-encode JPEGs whose EXIF orientation is not 1, "

@@ -423,7 +423,7 @@ def _image_policy(o, read_once: bool = True) -> ImagePolicy:
                        once=read_once)
     return ImagePolicy(validation=Validation(o.validate), output_formats=formats,
                        reencode="" if o.reencode == "off" else o.reencode,
-                       max_pixels=o.max_pixels, jpeg_quality=o.jpeg_quality,
+                       max_pixels=o.max_pixels, jpeg_quality=o.jpeg_quality, color_convert=o.color_convert == "rgb",
                        apply_orientation=o.exif_orientation == "apply", reads=reads, resize=_resize_policy(o))
 
 
