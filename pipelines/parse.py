@@ -22,7 +22,7 @@ from tfrecord_pipelines.config import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, ConvertC
 from tfrecord_pipelines.split_flag import parse_pairs, parse_split, refuse_split_folders_as_classes
 from tfrecord_pipelines.transforms.core import labels, provenance, publishable, tables
 from tfrecord_pipelines.transforms.core.errors import UsageError  # noqa: F401 (re-exported)
-from tfrecord_pipelines.transforms.core.features import DEFAULT_KEYS
+from tfrecord_pipelines.transforms.core.features import DEFAULT_KEYS, features_for
 from tfrecord_pipelines.transforms.core.images import STORABLE_FORMATS, ImagePolicy, Validation
 from tfrecord_pipelines.transforms.core import resize
 from tfrecord_pipelines.transforms.core.resize import FILTERS, PngPolicy, ResizeMode, ResizePolicy
@@ -171,6 +171,7 @@ def build_config(o, run_id: str, progress: bool = False, given_inputs: Optional[
         output=_output_spec(o, run_id, keys, progress, previous_version, previous),
         max_reject_fraction=_fraction(o.max_reject_fraction), quality=quality,
         allow_empty=o.allow_empty, allow_shrink=_allow_shrink(o), detection=detection)
+    _check_written_keys(cfg)
     return _incremental(cfg, o, previous, broken)
 
 
@@ -488,11 +489,29 @@ def _feature_keys(text: str, extra_columns: tuple) -> tuple:
     for old, new in pairs:
         if old not in known:
             raise UsageError(f"--feature_keys: {old!r} is not a feature; features are {sorted(known)}")
-    final = [dict(pairs).get(k, k) for k in known]
-    final = [k for k in final if k]
-    if len(final) != len(set(final)):
-        raise UsageError(f"--feature_keys {text!r} gives two features the same name")
     return tuple(pairs)
+
+
+def _check_written_keys(cfg: ConvertConfig) -> None:
+    """Two features of one record must not share a key. Only the features the run writes count (a
+    classification run writes no image/source_id): those of each label kind its labels may turn out to be."""
+    labels = cfg.labels
+    kinds = ([LabelType.BOXES] if cfg.detection is not None else [LabelType.NONE] if labels.source is LabelSource.NONE
+             else [LabelType.CLASS, LabelType.INT, LabelType.FLOAT] if labels.label_type is LabelType.AUTO
+             else [labels.label_type])
+    renames = dict(cfg.output.feature_keys)
+    for kind in kinds:
+        written = [f.key for f in features_for(kind, cfg.images.resize.enabled,
+                                               cfg.detection is not None and cfg.detection.masks)]
+        seen: dict = {}
+        for key in [*written, *cfg.inputs.extra_columns]:
+            new = renames.get(key, key)
+            if new and new in seen:
+                free = next((k for k in (seen[new], key) if k == new and k not in renames), None)
+                raise UsageError(f"--feature_keys: {seen[new]!r} and {key!r} would both be written as {new!r}"
+                                 + (f"; add {free}= to leave {free!r} out, or {free}=NEW to rename it" if free else ""))
+            if new:
+                seen[new] = key
 
 
 def _allow_shrink(o) -> bool:
