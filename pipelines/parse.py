@@ -120,9 +120,43 @@ def _read_table_head(path: str, fmt: str, encoding: str, bad: Optional[list] = N
         raise UsageError(f"--label_table {path!r} cannot be read: {getattr(e, 'strerror', None) or e}") from None
 
 
+# --for NAME: the flags each reader needs, as (flag, value); True for an on/off flag. Only flags the user
+# did not give are set. JPEG only: tensorflow/tpu's decode_and_crop_jpeg, Model Garden's decode_jpeg_only and
+# the DALI/PyTorch pipelines `tfrecords spec` prints decode JPEG alone.
+_JPEG_ONLY = (("output_formats", "jpeg"), ("reencode", "jpeg"))
+READERS = {
+    # imagenet_input.py subtracts 1 from every label (class 0 is background); its hosts read shards round-robin.
+    "tpu-resnet": (("label_offset", 1), *_JPEG_ONLY, ("shard_multiple", 8)),
+    "tpu-efficientnet": (("label_offset", 1), *_JPEG_ONLY, ("shard_multiple", 8)),
+    "model-garden": _JPEG_ONLY,
+    # image_dataset_from_directory numbers class folders in string order, all-number names too ("10" < "9").
+    "keras": (("label_type", "class"),),
+    "pytorch": (("index_files", True), *_JPEG_ONLY),
+    "dali": (("index_files", True), *_JPEG_ONLY),
+}
+
+
+def _apply_reader(o) -> tuple:
+    """Sets on `o` the flags of --for NAME that the command line (or the API's keywords) did not give:
+    (NAME, "--flag value", ...), or ()."""
+    name = getattr(o, "reader", "") or ""
+    if not name:
+        return ()
+    if name not in READERS:
+        raise UsageError(f"--for {name!r}: the readers are {', '.join(sorted(READERS))}")
+    given = {a.split("=", 1)[0] for a in (getattr(o, "_flags", None) or ()) if isinstance(a, str)}
+    applied = [name]
+    for dest, value in READERS[name]:
+        if f"--{dest}" not in given:
+            setattr(o, dest, value)
+            applied.append(f"--{dest}" if value is True else f"--{dest} {value}")
+    return tuple(applied)
+
+
 def build_config(o, run_id: str, progress: bool = False, given_inputs: Optional[tuple] = None) -> ConvertConfig:
     """`given_inputs`: (InputSpec, SplitSpec, label source) of inputs that are
     not a flag (the rows of a user's own pipeline: tfrecord_pipelines/ptransforms.py)."""
+    reader = _apply_reader(o)
     if not o.output:
         raise UsageError("--output is required: the folder (local or gs://) for the shards")
     if not o.lock_ttl_hours > 0:
@@ -172,6 +206,8 @@ def build_config(o, run_id: str, progress: bool = False, given_inputs: Optional[
         max_reject_fraction=_fraction(o.max_reject_fraction), quality=quality,
         allow_empty=o.allow_empty, allow_shrink=_allow_shrink(o), detection=detection)
     _check_written_keys(cfg)
+    if reader:
+        cfg = dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, reader=reader))
     return _incremental(cfg, o, previous, broken)
 
 

@@ -182,6 +182,7 @@ class OutputSpec:
     keep_versions: int = 0           # --versioned: complete versions kept after publishing (0: all)
     resume_parent: str = ""          # where the resume area lives (the root, or the output); "": no resume
     racy_after_ns: int = 0           # files changed since this time are treated as changed (provenance.racy)
+    reader: tuple = ()               # --for NAME: (NAME, the flags it set, ...) as the summary prints them
 
     @property
     def lock_dir(self) -> str:
