@@ -136,6 +136,30 @@ def _sizes(m: dict, splits: list) -> str:
     return ", ".join(f"{_text(s)} ({m['splits'][s]['records']:,} records)" for s in splits)
 
 
+_TPU = ["# Made --for {name}: tensorflow/tpu's imagenet_input.py reads it as it is: its --data_dir is OUT,",
+        "# it globs OUT/train-* and OUT/validation-*, decodes JPEG (every record is one) and subtracts 1",
+        "# from image/class/label (written 1-based: --label_offset 1), which gives the classes 0..N-1."]
+_READER_NOTES = {
+    "tpu-resnet": _TPU, "tpu-efficientnet": _TPU,
+    "model-garden": ["# Made --for model-garden: Model Garden's classification and detection inputs read it with",
+                     "# input_path OUT/train* and decode_jpeg_only=True (every record is JPEG)."],
+    "keras": ["# Made --for keras: class ids in keras.utils.image_dataset_from_directory's order (folder names",
+              "# sorted as strings), so CLASS_NAMES[i] is its class_names[i]."],
+    "pytorch": ["# Made --for pytorch: the index of OUT/<shard> is OUT/index/<shard>.idx; the PyTorch module",
+                "# below (worker_records, torch_dataset) reads every record as an RGB or grey JPEG."],
+    "dali": ["# Made --for dali: the index of OUT/<shard> is OUT/index/<shard>.idx; dali_pipeline below reads",
+             "# every record as a JPEG (fn.decoders.image)."],
+}
+
+
+def _reader_lines(m: dict) -> list:
+    """The notes for the reader the output was made for (--for NAME), from a fixed table: the
+    manifest only chooses which."""
+    reader = ((m.get("options") or {}).get("output") or {}).get("reader")
+    name = reader[0] if isinstance(reader, list) and reader and isinstance(reader[0], str) else ""
+    return [line.format(name=name) for line in _READER_NOTES.get(name, [])]
+
+
 def reading_code(output: str, m: dict, tfds_metadata: bool = False) -> str:
     """The Python source that reads `output` (whose manifest is `m`)."""
     if m.get("output_format") == "array_record":
@@ -148,6 +172,7 @@ def reading_code(output: str, m: dict, tfds_metadata: bool = False) -> str:
     kind = m.get("label_map", {}).get("kind", LabelType.NONE)
     L = [
         *_header("with tf.data", output, m, _sizes(m, splits)),
+        *_reader_lines(m),
         "import json",
         "",
         "import tensorflow as tf",

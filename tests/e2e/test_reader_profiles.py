@@ -183,3 +183,17 @@ def test_a_flag_given_wins_over_the_profile(tree, tmp_path, capsys):
     m = manifest(out)
     assert m["label_map"]["offset"] == 5 and m["label_map"]["classes"]["bird"] == 5
     assert m["options"]["images"]["output_formats"] == ["jpeg", "png"]
+
+
+@pytest.mark.parametrize("name", ["tpu-resnet", "pytorch"])
+def test_spec_says_how_the_reader_reads_it(tree, tmp_path, capsys, name):
+    """`tfrecords spec` of an output made --for NAME: the reader's notes, and code that still runs."""
+    out = _made(tree, tmp_path, name, capsys)
+    got = subprocess.run([sys.executable, "-m", "tfrecord_pipelines.cli", "spec", out], capture_output=True,
+                         text=True)
+    assert got.returncode == 0, got.stderr
+    assert f"# Made --for {name}: " in got.stdout
+    code = got.stdout.split("# ---- PyTorch:")[0]
+    compile(code, "spec.py", "exec")
+    if name == "pytorch":
+        assert "worker_records" in got.stdout and "OUT + '/' + s['index']" in got.stdout
