@@ -212,12 +212,13 @@ def _output_args(parser) -> None:
                         "by record index, for Grain's global shuffle and TFDS's as_data_source; uncompressed, one "
                         "record per chunk); the same Examples either way. Not --output_formats (image formats)")
     g.add_argument("--for", dest="reader", type=str.lower, default="", metavar="READER",
-                   choices=["", "tpu-resnet", "tpu-efficientnet", "model-garden", "keras", "pytorch", "dali"],
+                   choices=["", "tpu-resnet", "tpu-efficientnet", "model-garden", "keras", "pytorch", "dali", "tfds"],
                    help="Set the flags a widely used reader needs (printed in the summary; a flag you give wins): "
                         "tpu-resnet, tpu-efficientnet (tensorflow/tpu: 1-based labels, JPEG only, shard counts a "
                         "multiple of 8 hosts), model-garden (JPEG only), keras (class ids in "
                         "image_dataset_from_directory's order, all-number folders too), pytorch, dali (index "
-                        "files, JPEG only)")
+                        "files, JPEG only), tfds (--output D/NAME holds versions 1.0.0, 1.0.1, ... that "
+                        "tfds.load(NAME, data_dir=D) finds)")
     g.add_argument("--index_files", action="store_true", default=False,
                    help="Also write an index per shard, index/<shard>.idx (one line '<byte offset> <record length>' per "
                         "record, as DALI's tfrecord2idx writes it), for NVIDIA DALI's readers.tfrecord and the "

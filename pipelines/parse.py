@@ -133,7 +133,15 @@ READERS = {
     "keras": (("label_type", "class"),),
     "pytorch": (("index_files", True), *_JPEG_ONLY),
     "dali": (("index_files", True), *_JPEG_ONLY),
+    # tfds.load(NAME, data_dir=D) finds a dataset only at D/NAME/x.y.z: --output D/NAME, versions 1.0.0, 1.0.1, ...
+    "tfds": (("versioned", True),),
 }
+
+
+def _next_release(previous: str) -> str:
+    """--for tfds: the version after `previous` in TFDS's x.y.z form (1.0.0 first)."""
+    m = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", previous or "")
+    return f"{m[1]}.{m[2]}.{int(m[3]) + 1}" if m else "1.0.0"
 
 
 def _apply_reader(o) -> tuple:
@@ -207,6 +215,8 @@ def build_config(o, run_id: str, progress: bool = False, given_inputs: Optional[
         allow_empty=o.allow_empty, allow_shrink=_allow_shrink(o), detection=detection)
     _check_written_keys(cfg)
     if reader:
+        if reader[0] == "tfds" and not o.version:
+            reader += (f"--version {cfg.output.version}",)
         cfg = dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, reader=reader))
     return _incremental(cfg, o, previous, broken)
 
@@ -384,7 +394,8 @@ def _output_spec(o, run_id: str, keys: tuple, progress: bool, previous_version: 
     out = fsutil.normalize_root(o.output)
     if not o.versioned:
         return OutputSpec(out, run_id, o.overwrite, keys, progress)
-    version = o.version or versions.new_version_name()
+    version = o.version or (_next_release(previous_version) if getattr(o, "reader", "") == "tfds"
+                            else versions.new_version_name())
     if not versions.VERSION_NAME.match(version):
         raise UsageError(f"--version {version!r}: use letters, digits, '.', '_' or '-' (it names a folder)")
     if version in (previous_version, versions.LATEST):

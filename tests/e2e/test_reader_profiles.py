@@ -197,3 +197,25 @@ def test_spec_says_how_the_reader_reads_it(tree, tmp_path, capsys, name):
     compile(code, "spec.py", "exec")
     if name == "pytorch":
         assert "worker_records" in got.stdout and "OUT + '/' + s['index']" in got.stdout
+
+
+def test_tfds_load_by_name(tree, tmp_path, capsys):
+    """tfds.load(NAME, data_dir=D) finds --output D/NAME made --for tfds (versions
+    1.0.0, then 1.0.1: TFDS reads the newest), every record with its label."""
+    import tensorflow_datasets as tfds
+    root, labels = tree
+    data_dir = str(tmp_path / "tfds")
+    out = os.path.join(data_dir, "pets")
+    assert convert("--input", root, "--output", out, "--for", "tfds") == 0
+    assert "for tfds: --versioned --version 1.0.0 (a flag you give wins)" in capsys.readouterr().out
+    def loaded():
+        ds = tfds.load("pets", data_dir=data_dir, split="train")
+        return {ex["image/filename"].numpy().decode(): int(ex["image/class/label"]) for ex in ds}
+    assert loaded() == {rel: CLASSES.index(c) for rel, c in labels.items()}
+    extra = str(tmp_path / "more")
+    import shutil
+    shutil.copytree(root, extra)
+    write(os.path.join(extra, "bird", "new.jpg"), image_bytes(21, 15, seed=77))
+    assert convert("--input", extra, "--output", out, "--for", "tfds") == 0
+    assert sorted(os.listdir(out)) == ["1.0.0", "1.0.1", "LATEST"]
+    assert loaded() == {**{rel: CLASSES.index(c) for rel, c in labels.items()}, "bird/new.jpg": 0}
