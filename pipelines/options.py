@@ -220,8 +220,8 @@ def _output_args(parser) -> None:
                         "files, JPEG only), tfds (--output D/NAME holds versions 1.0.0, 1.0.1, ... that "
                         "tfds.load(NAME, data_dir=D) finds)")
     g.add_argument("--index_files", action="store_true", default=False,
-                   help="Also write an index per shard, index/<shard>.idx (one line '<byte offset> <record length>' per "
-                        "record, as DALI's tfrecord2idx writes it), for NVIDIA DALI's readers.tfrecord and the "
+                   help="Also write an index per shard, index/<shard>.idx (one line '<byte offset> <record "
+                        "length>' per record, as DALI's tfrecord2idx writes it), for NVIDIA DALI's readers.tfrecord and the "
                         "PyTorch tfrecord package to split records across workers; uncompressed shards only")
     g.add_argument("--overwrite", action="store_true", default=False,
                    help="Replace a dataset already in --output (its stale shards are removed)")

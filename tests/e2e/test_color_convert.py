@@ -92,7 +92,8 @@ def _decoded(out: str) -> dict:
     """{filename: (row, (height, width, channels) recorded)}; read_all holds
     each record to tf.io.decode_image's shape."""
     rows, _ = read_all(out)
-    return {rel: (r, tuple(scalar(r, f"image/{k}") for k in ("height", "width", "channels"))) for rel, r in rows.items()}
+    return {rel: (r, tuple(scalar(r, f"image/{k}") for k in ("height", "width", "channels")))
+            for rel, r in rows.items()}
 
 
 def test_every_record_decodes_alike_in_tensorflow_pil_and_torchvision(mix):

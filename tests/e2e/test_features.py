@@ -44,7 +44,8 @@ def test_a_rename_counts_only_the_keys_the_run_writes(tmp_path, capsys):
     assert convert("--input", root, "--output", out, "--feature_keys", "image/class/label=image/source_id") == 0
     classes = manifest(out)["label_map"]["classes"]
     files = [os.path.join(out, s["name"]) for s in manifest(out)["splits"]["train"]["shards"]]
-    spec = {"image/source_id": tf.io.FixedLenFeature([], tf.int64), "image/filename": tf.io.FixedLenFeature([], tf.string)}
+    spec = {"image/source_id": tf.io.FixedLenFeature([], tf.int64),
+            "image/filename": tf.io.FixedLenFeature([], tf.string)}
     got = {r["image/filename"].numpy().decode(): int(r["image/source_id"])
            for r in tf.data.TFRecordDataset(files).map(lambda x: tf.io.parse_single_example(x, spec))}
     assert got == {rel: classes[c] for rel, c in labels.items()}

@@ -112,7 +112,8 @@ def test_keras_class_order(tmp_path, capsys):
     assert ds.class_names == ["10", "2", "33", "9"]
     out = str(tmp_path / "out")
     assert convert("--input", root, "--output", out, "--for", "keras") == 0
-    spec = {"image/class/label": tf.io.FixedLenFeature((), tf.int64), "image/filename": tf.io.FixedLenFeature((), tf.string)}
+    spec = {"image/class/label": tf.io.FixedLenFeature((), tf.int64),
+            "image/filename": tf.io.FixedLenFeature((), tf.string)}
     ours = {r["image/filename"].decode(): int(r["image/class/label"])
             for r in _tf_records(os.path.join(out, "train-*"), spec)}
     assert ours == theirs
@@ -122,7 +123,7 @@ def test_keras_class_order(tmp_path, capsys):
 # shard split across two DataLoader-like workers by its index (the layout docs/reading.md gives:
 # OUT/index/<shard>.idx); the image decoded as a PIL user does, without convert.
 TORCH_READER = """
-import base64, glob, io, json, os, sys
+import glob, io, json, os, sys
 from PIL import Image
 from tfrecord.reader import tfrecord_loader
 out = sys.argv[1]
@@ -155,7 +156,8 @@ def test_dali_tfrecord_reader(tree, tmp_path, capsys):
     import tensorflow as tf
     _, labels = tree
     out = _made(tree, tmp_path, "dali", capsys)
-    spec = {"image/encoded": tf.io.FixedLenFeature((), tf.string), "image/class/label": tf.io.FixedLenFeature((), tf.int64),
+    spec = {"image/encoded": tf.io.FixedLenFeature((), tf.string),
+            "image/class/label": tf.io.FixedLenFeature((), tf.int64),
             "image/filename": tf.io.FixedLenFeature((), tf.string)}
     got = {}
     for e in manifest(out)["splits"]["train"]["shards"]:
