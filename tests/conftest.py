@@ -158,9 +158,9 @@ def manifest(out: str) -> dict:
 
 
 def shard_files(out: str, split: str = "") -> list:
-    """The shard files (not their .idx indexes)."""
+    """The shard files, by the glob readers use (indexes are in index/, out of it)."""
     pattern = f"{split}-*" if split else "*-?????-of-?????.tfrecord*"
-    return sorted(p for p in glob.glob(os.path.join(out, pattern)) if not p.endswith(".idx"))
+    return sorted(glob.glob(os.path.join(out, pattern)))
 
 
 def read_examples(out: str, split: str, spec: dict = None) -> list[dict]:

@@ -53,7 +53,8 @@ class ConvertConfig:
     def fingerprint_options(self) -> dict:
         """The settings that shape the shards (not where they go)."""
         d = fingerprint.shard_options(self.describe())
-        if self.images.reencode or self.images.resize.enabled or self.images.apply_orientation:
+        if self.images.reencode or self.images.resize.enabled or self.images.apply_orientation \
+                or self.images.color_convert:  # CMYK JPEGs and palette PNGs are re-encoded
             # Re-encoded bytes depend on the image library's build: an upgrade is a change.
             d["image_library"] = resize.library_versions()
         return d

@@ -49,7 +49,7 @@ def split_keywords(func: str, kwargs: dict, beam_names: Iterable[str]) -> tuple:
         else:
             raise TypeError(f"{func}() got an unexpected keyword argument {name!r}"
                             f"{nearest(name, table.BY_NAME, beams)}")
-    return table.Values(**ours), theirs
+    return table.Values(**ours, given=frozenset(ours)), theirs
 
 
 def take(func: str, option: table.Option, value):

@@ -24,7 +24,7 @@ from tfrecord_pipelines.options.config import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, 
 from tfrecord_pipelines.options.split_flag import parse_pairs, parse_split, refuse_split_folders_as_classes
 from tfrecord_pipelines.transforms.core import labels, provenance, publishable, tables
 from tfrecord_pipelines.transforms.core.errors import UsageError  # noqa: F401 (re-exported)
-from tfrecord_pipelines.transforms.core.features import DEFAULT_KEYS
+from tfrecord_pipelines.transforms.core.features import DEFAULT_KEYS, features_for
 from tfrecord_pipelines.transforms.core.images import STORABLE_FORMATS, ImagePolicy, Validation
 from tfrecord_pipelines.transforms.core import resize
 from tfrecord_pipelines.transforms.core.resize import FILTERS, PngPolicy, ResizeMode, ResizePolicy
@@ -122,9 +122,51 @@ def _read_table_head(path: str, fmt: str, encoding: str, bad: Optional[list] = N
         raise UsageError(f"--label_table {path!r} cannot be read: {getattr(e, 'strerror', None) or e}") from None
 
 
+# --for NAME: the flags each reader needs, as (flag, value); True for an on/off flag. Only flags the user
+# did not give are set. JPEG only: tensorflow/tpu's decode_and_crop_jpeg, Model Garden's decode_jpeg_only and
+# the DALI/PyTorch pipelines `tfrecords spec` prints decode JPEG alone.
+_JPEG_ONLY = (("output_formats", "jpeg"), ("reencode", "jpeg"))
+READERS = {
+    # imagenet_input.py subtracts 1 from every label (class 0 is background); its hosts read shards round-robin.
+    "tpu-resnet": (("label_offset", 1), *_JPEG_ONLY, ("shard_multiple", 8)),
+    "tpu-efficientnet": (("label_offset", 1), *_JPEG_ONLY, ("shard_multiple", 8)),
+    "model-garden": _JPEG_ONLY,
+    # image_dataset_from_directory numbers class folders in string order, all-number names too ("10" < "9").
+    "keras": (("label_type", "class"),),
+    "pytorch": (("index_files", True), *_JPEG_ONLY),
+    "dali": (("index_files", True), *_JPEG_ONLY),
+    # tfds.load(NAME, data_dir=D) finds a dataset only at D/NAME/x.y.z: --output D/NAME, versions 1.0.0, 1.0.1, ...
+    "tfds": (("versioned", True),),
+}
+
+
+def _next_release(previous: str) -> str:
+    """--for tfds: the version after `previous` in TFDS's x.y.z form (1.0.0 first)."""
+    m = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", previous or "")
+    return f"{m[1]}.{m[2]}.{int(m[3]) + 1}" if m else "1.0.0"
+
+
+def _apply_reader(o) -> tuple:
+    """(the options with the flags of --for NAME that the command line, or the
+    API's keywords, did not give, (NAME, "--flag value", ...) or ())."""
+    name = getattr(o, "reader", "") or ""
+    if not name:
+        return o, ()
+    if name not in READERS:
+        raise UsageError(f"--for {name!r}: the readers are {', '.join(sorted(READERS))}")
+    given = getattr(o, "given", frozenset())
+    applied, changes = [name], {}
+    for dest, value in READERS[name]:
+        if dest not in given:
+            changes[dest] = value
+            applied.append(f"--{dest}" if value is True else f"--{dest} {value}")
+    return o.replace(**changes), tuple(applied)
+
+
 def build_config(o, run_id: str, progress: bool = False, given_inputs: Optional[tuple] = None) -> ConvertConfig:
     """`given_inputs`: (InputSpec, SplitSpec, label source) of inputs that are
     not a flag (the rows of a user's own pipeline: tfrecord_pipelines/ptransforms.py)."""
+    o, reader = _apply_reader(o)
     if not o.output:
         raise UsageError("--output is required: the folder (local or gs://) for the shards")
     if not o.lock_ttl_hours > 0:
@@ -173,6 +215,11 @@ def build_config(o, run_id: str, progress: bool = False, given_inputs: Optional[
         output=_output_spec(o, run_id, keys, progress, previous_version, previous),
         max_reject_fraction=_fraction(o.max_reject_fraction), quality=quality,
         allow_empty=o.allow_empty, allow_shrink=_allow_shrink(o), detection=detection)
+    _check_written_keys(cfg)
+    if reader:
+        if reader[0] == "tfds" and not o.version:
+            reader += (f"--version {cfg.output.version}",)
+        cfg = dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, reader=reader))
     return _incremental(cfg, o, previous, broken)
 
 
@@ -349,7 +396,8 @@ def _output_spec(o, run_id: str, keys: tuple, progress: bool, previous_version: 
     out = fsutil.normalize_root(o.output)
     if not o.versioned:
         return OutputSpec(out, run_id, o.overwrite, keys, progress)
-    version = o.version or versions.new_version_name()
+    version = o.version or (_next_release(previous_version) if getattr(o, "reader", "") == "tfds"
+                            else versions.new_version_name())
     if not versions.VERSION_NAME.match(version):
         raise UsageError(f"--version {version!r}: use letters, digits, '.', '_' or '-' (it names a folder)")
     if version in (previous_version, versions.LATEST):
@@ -425,7 +473,7 @@ def _image_policy(o, read_once: bool = True) -> ImagePolicy:
                        once=read_once)
     return ImagePolicy(validation=Validation(o.validate), output_formats=formats,
                        reencode="" if o.reencode == "off" else o.reencode,
-                       max_pixels=o.max_pixels, jpeg_quality=o.jpeg_quality,
+                       max_pixels=o.max_pixels, jpeg_quality=o.jpeg_quality, color_convert=o.color_convert == "rgb",
                        apply_orientation=o.exif_orientation == "apply", reads=reads, resize=_resize_policy(o))
 
 
@@ -490,11 +538,29 @@ def _feature_keys(text: str, extra_columns: tuple) -> tuple:
     for old, new in pairs:
         if old not in known:
             raise UsageError(f"--feature_keys: {old!r} is not a feature; features are {sorted(known)}")
-    final = [dict(pairs).get(k, k) for k in known]
-    final = [k for k in final if k]
-    if len(final) != len(set(final)):
-        raise UsageError(f"--feature_keys {text!r} gives two features the same name")
     return tuple(pairs)
+
+
+def _check_written_keys(cfg: ConvertConfig) -> None:
+    """Two features of one record must not share a key. Only the features the run writes count (a
+    classification run writes no image/source_id): those of each label kind its labels may turn out to be."""
+    labels = cfg.labels
+    kinds = ([LabelType.BOXES] if cfg.detection is not None else [LabelType.NONE] if labels.source is LabelSource.NONE
+             else [LabelType.CLASS, LabelType.INT, LabelType.FLOAT] if labels.label_type is LabelType.AUTO
+             else [labels.label_type])
+    renames = dict(cfg.output.feature_keys)
+    for kind in kinds:
+        written = [f.key for f in features_for(kind, cfg.images.resize.enabled,
+                                               cfg.detection is not None and cfg.detection.masks)]
+        seen: dict = {}
+        for key in [*written, *cfg.inputs.extra_columns]:
+            new = renames.get(key, key)
+            if new and new in seen:
+                free = next((k for k in (seen[new], key) if k == new and k not in renames), None)
+                raise UsageError(f"--feature_keys: {seen[new]!r} and {key!r} would both be written as {new!r}"
+                                 + (f"; add {free}= to leave {free!r} out, or {free}=NEW to rename it" if free else ""))
+            if new:
+                seen[new] = key
 
 
 def _allow_shrink(o) -> bool:

@@ -150,6 +150,11 @@ OPTIONS = (
                 '16-bit scaled, alpha composited on white for jpeg)'),
     Option('jpeg_quality', INT, 90, 'images and examples',
            help='Quality of re-encoded (resized) JPEGs, 1-100 (default 90: README, resizing)'),
+    Option('color_convert', LOWER, 'rgb', 'images and examples',
+           choices=('rgb', 'keep'), help='rgb: re-encode CMYK and YCCK JPEGs as RGB JPEG (at --jpeg_quality) and palette PNGs as '
+                'RGB/RGBA PNG (lossless), so TensorFlow, PIL and torchvision decode the recorded channels '
+                '(image/source_format says jpeg-cmyk, jpeg-ycck, png-palette); keep: store their bytes as found '
+                '(TensorFlow decodes 3 channels, PIL 4 for CMYK, 1 for a palette)'),
     Option('exif_orientation', LOWER, 'keep', 'images and examples',
            choices=('keep', 'apply'), help='keep: store JPEGs unchanged (TensorFlow ignores EXIF orientation, so a photo taken sideways '
                 'decodes sideways); apply: re-encode JPEGs whose EXIF orientation is not 1, upright, with the '
@@ -214,8 +219,15 @@ OPTIONS = (
            choices=('tfrecord', 'array_record'), help='Shard file format: tfrecord (tf.data, TFDS, DALI, PyTorch) or array_record (random access by '
                 "record index, for Grain's global shuffle and TFDS's as_data_source; uncompressed, one record per "
                 'chunk); the same Examples either way. Not --output_formats (image formats)'),
+    Option('reader', LOWER, '', 'output', cli='for', metavar='READER',
+           choices=('', 'tpu-resnet', 'tpu-efficientnet', 'model-garden', 'keras', 'pytorch', 'dali', 'tfds'),
+           help='Set the flags a widely used reader needs (printed in the summary; a flag you give wins): '
+                'tpu-resnet, tpu-efficientnet (tensorflow/tpu: 1-based labels, JPEG only, shard counts a multiple '
+                'of 8 hosts), model-garden (JPEG only), keras (class ids in image_dataset_from_directory\'s order, '
+                'all-number folders too), pytorch, dali (index files, JPEG only), tfds (--output D/NAME holds '
+                'versions 1.0.0, 1.0.1, ... that tfds.load(NAME, data_dir=D) finds)'),
     Option('index_files', FLAG, False, 'output',
-           help="Also write an index per shard, <shard>.idx (one line '<byte offset> <record length>' per record, "
+           help="Also write an index per shard, index/<shard>.idx (one line '<byte offset> <record length>' per record, "
                 "as DALI's tfrecord2idx writes it), for NVIDIA DALI's readers.tfrecord and the PyTorch tfrecord "
                 'package to split records across workers; uncompressed shards only'),
     Option('overwrite', FLAG, False, 'output',
@@ -267,12 +279,15 @@ OPTIONS = (
 
 BY_NAME = {o.name: o for o in OPTIONS}
 BY_FLAG = {o.flag[2:]: o for o in OPTIONS}
+_FLAGS = {o.flag: o.name for o in OPTIONS}
 assert len(BY_NAME) == len(OPTIONS), "an option is declared twice"
 GROUPS = tuple(dict.fromkeys(o.group for o in OPTIONS))
 
 # The frozen values of one run's options, one field per option (attribute access, as the config's builder reads them).
 Values = dataclasses.make_dataclass(
-    "Values", [(o.name, Any, dataclasses.field(default=o.default)) for o in OPTIONS], frozen=True,
+    "Values", [(o.name, Any, dataclasses.field(default=o.default)) for o in OPTIONS]
+    + [("given", frozenset, dataclasses.field(default=frozenset()))],  # the names the caller gave
+    frozen=True,
     namespace={"__doc__": "The options of one conversion, typed (pipelines/options/table.py declares them).",
                "replace": lambda self, **changes: dataclasses.replace(self, **changes)})
 Values.__module__ = __name__
@@ -324,4 +339,6 @@ def parse_known(argv: list) -> tuple:
     parser = Parser(add_help=False, allow_abbrev=False)
     add_to(parser)
     ns, rest = parser.parse_known_args(list(argv))
-    return values_of(vars(ns)), rest
+    ours = [a for a in argv if a not in rest or a.startswith("--") and a.split("=", 1)[0] in _FLAGS]
+    given = frozenset(_FLAGS[a.split("=", 1)[0]] for a in ours if a.split("=", 1)[0] in _FLAGS)
+    return dataclasses.replace(values_of(vars(ns)), given=given), rest

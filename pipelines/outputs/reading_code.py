@@ -136,6 +136,30 @@ def _sizes(m: dict, splits: list) -> str:
     return ", ".join(f"{_text(s)} ({m['splits'][s]['records']:,} records)" for s in splits)
 
 
+_TPU = ["# Made --for {name}: tensorflow/tpu's imagenet_input.py reads it as it is: its --data_dir is OUT,",
+        "# it globs OUT/train-* and OUT/validation-*, decodes JPEG (every record is one) and subtracts 1",
+        "# from image/class/label (written 1-based: --label_offset 1), which gives the classes 0..N-1."]
+_READER_NOTES = {
+    "tpu-resnet": _TPU, "tpu-efficientnet": _TPU,
+    "model-garden": ["# Made --for model-garden: Model Garden's classification and detection inputs read it with",
+                     "# input_path OUT/train* and decode_jpeg_only=True (every record is JPEG)."],
+    "keras": ["# Made --for keras: class ids in keras.utils.image_dataset_from_directory's order (folder names",
+              "# sorted as strings), so CLASS_NAMES[i] is its class_names[i]."],
+    "pytorch": ["# Made --for pytorch: the index of OUT/<shard> is OUT/index/<shard>.idx; the PyTorch module",
+                "# below (worker_records, torch_dataset) reads every record as an RGB or grey JPEG."],
+    "dali": ["# Made --for dali: the index of OUT/<shard> is OUT/index/<shard>.idx; dali_pipeline below reads",
+             "# every record as a JPEG (fn.decoders.image)."],
+}
+
+
+def _reader_lines(m: dict) -> list:
+    """The notes for the reader the output was made for (--for NAME), from a fixed table: the
+    manifest only chooses which."""
+    reader = ((m.get("options") or {}).get("output") or {}).get("reader")
+    name = reader[0] if isinstance(reader, list) and reader and isinstance(reader[0], str) else ""
+    return [line.format(name=name) for line in _READER_NOTES.get(name, [])]
+
+
 def reading_code(output: str, m: dict, tfds_metadata: bool = False) -> str:
     """The Python source that reads `output` (whose manifest is `m`)."""
     if m.get("output_format") == "array_record":
@@ -148,6 +172,7 @@ def reading_code(output: str, m: dict, tfds_metadata: bool = False) -> str:
     kind = m.get("label_map", {}).get("kind", LabelType.NONE)
     L = [
         *_header("with tf.data", output, m, _sizes(m, splits)),
+        *_reader_lines(m),
         "import json",
         "",
         "import tensorflow as tf",
@@ -303,13 +328,15 @@ def _index_readers(output: str, m: dict, encoded: Optional[str], label: Optional
         "",
         "def dali_pipeline(split, shard_id=0, num_shards=1, batch_size=64, device_id=0):",
         "    \"\"\"NVIDIA DALI (pip install nvidia-dali-cuda120): records split across num_shards by the",
-        "    shards' .idx indexes.\"\"\"",
+        "    shards' indexes (index/<shard>.idx).\"\"\"",
         "    from nvidia.dali import fn, pipeline_def, tfrecord",
         "    files = shard_files(split)",
+        f"    with tf.io.gfile.GFile(OUT + '/{layout.MANIFEST}') as f:",
+        "        indexes = [OUT + '/' + s['index'] for s in json.load(f)['splits'][split]['shards']]",
         "",
         "    @pipeline_def(batch_size=batch_size, num_threads=4, device_id=device_id)",
         "    def pipe():",
-        "        ex = fn.readers.tfrecord(path=files, index_path=[f + '.idx' for f in files],",
+        "        ex = fn.readers.tfrecord(path=files, index_path=indexes,",
         f"                                 features={{{dali}}},",
         "                                 shard_id=shard_id, num_shards=num_shards, random_shuffle=True,",
         "                                 name='Reader')",
@@ -331,14 +358,16 @@ def _index_readers(output: str, m: dict, encoded: Optional[str], label: Optional
         "",
         "",
         "def worker_records(split, worker=0, num_workers=1, description=DESCRIPTION):",
-        "    \"\"\"This worker's part of every shard of the split, found by the shards' .idx indexes.\"\"\"",
+        "    \"\"\"This worker's part of every shard of the split, found by the shards' indexes",
+        "    (index/<shard>.idx).\"\"\"",
         "    from tfrecord.reader import tfrecord_loader",
         f"    with open(OUT + '/{layout.MANIFEST}') as f:",
         "        shards = json.load(f)['splits'][split]['shards']",
         "    for k, s in enumerate(shards):",
         "        path = OUT + '/' + s['name']",
         "        if s['records'] > 1:",
-        "            yield from tfrecord_loader(path, path + '.idx', description, shard=(worker, num_workers))",
+        "            yield from tfrecord_loader(path, OUT + '/' + s['index'], description,",
+        "                                       shard=(worker, num_workers))",
         "        elif s['records'] == 1 and k % num_workers == worker:  # tfrecord 1.14 cannot read a 1-line index",
         "            yield from tfrecord_loader(path, None, description)",
         "",

@@ -247,7 +247,8 @@ def verify_shard(output: str, entry: dict, compression: Compression, decoder, ch
 def _check_index(output: str, index: str, shard: str, framing: list, report: Report) -> None:
     """The index holds one line `<offset> <length>` per record of the shard,
     in order (what DALI and the tfrecord package seek by)."""
-    # `index` is the shard's name + ".idx" (layout.check_manifest); at most one short line per record.
+    # `index` is index/<shard>.idx (or <shard>.idx beside it, from earlier versions: layout.check_manifest);
+    # at most one short line per record.
     cap = untrusted.MAX_INDEX_LINE_BYTES * (len(framing) + 1)
     try:
         lines = untrusted.read(fsutil.join(output, index), cap, within=output).decode("ascii").splitlines()
@@ -291,13 +292,14 @@ def verify_output(output: str, deep: bool = True, log=None, decode: bool = False
         report.errors.append("manifest: shard record counts do not add up to the written count")
     names = fsutil.list_dir(output)
     present = {n for n in names if layout.SHARD_RE.match(n)}
+    index_files = layout.list_indexes(output)
     for e in entries:
         if e["name"] not in present:
             report.errors.append(f"{e['name']}: missing (listed in the manifest)")
     indexes = {e["index"] for e in entries if isinstance(e.get("index"), str)}
-    for n in sorted(indexes - set(names)):
+    for n in sorted(indexes - set(index_files)):
         report.errors.append(f"{n}: missing (the manifest lists it as a shard's index)")
-    for n in sorted(n for n in names if layout.INDEX_RE.match(n) and n not in indexes):
+    for n in sorted(n for n in index_files if n not in indexes):
         report.errors.append(f"{n}: a shard index not in the manifest (stale, or from another run); DALI or the "
                              "tfrecord package would read wrong offsets from it")
     for n in sorted(present - {e["name"] for e in entries}):

@@ -88,7 +88,9 @@ def test_module_entry_with_direct_runner_flags(tmp_path):
     (["--extend_label_map"], "--extend_label_map needs --label_map"),
     (["--direct_running_mode", "multi_threading"], "multi_threading is refused"),
     (["--feature_keys", "image/nope=x"], "'image/nope' is not a feature"),
-    (["--feature_keys", "image/encoded=a,image/format=a"], "two features the same name"),
+    (["--feature_keys", "image/encoded=a,image/format=a"], "'image/encoded' and 'image/format' would both be "
+                                                            "written as 'a'"),
+    (["--feature_keys", "image/filename=image/format"], "add image/format= to leave 'image/format' out"),
     (["--max_reject_fraction", "2"], "must be between 0 and 1"),
 ])
 def test_bad_options_fail_at_once(tmp_path, capsys, args, message):

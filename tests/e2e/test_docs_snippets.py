@@ -120,7 +120,9 @@ def template(tmp_path_factory):
     (work / "labels.csv").write_text("\n".join(rows) + "\n")
     out = str(work / "prebuilt_out")
     p = subprocess.run([os.path.join(BIN, "tfrecords"), "convert", "--input", str(work / "images"), "--output", out,
-                        "--num_shards", "2", "--split", "train=0.8,validation=0.2"], capture_output=True, text=True,
+                        # --index_files: every reading snippet runs beside the shards' indexes
+                        "--num_shards", "2", "--split", "train=0.8,validation=0.2", "--index_files"],
+                       capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     return work

@@ -1,7 +1,8 @@
-"""--index_files: an index per shard (`<shard>.idx`, one line `<offset> <length>`
+"""--index_files: an index per shard (`index/<shard>.idx`, one line `<offset> <length>`
 per record, DALI's tfrecord2idx format) that the PyTorch `tfrecord` package
-reads to split a shard across workers; staged and published like the shards,
-checked by verify, refused for compressed shards.
+reads to split a shard across workers; out of the shards' glob (`train-*`),
+staged and published like the shards, checked by verify, refused for
+compressed shards.
 
 The `tfrecord` package's reader (tfrecord.reader) imports without torch: its
 package __init__ imports tfrecord.torch only if torch is there. The test reads
@@ -53,15 +54,29 @@ def test_every_shard_has_its_index_listed_in_the_manifest(indexed):
     m = manifest(out)
     for split in m["splits"].values():
         for e in split["shards"]:
-            assert e["index"] == e["name"] + ".idx"
+            assert e["index"] == "index/" + e["name"] + ".idx"
             with open(os.path.join(out, e["index"])) as f:
                 lines = [tuple(map(int, line.split(" "))) for line in f.read().splitlines()]
             assert lines == _framing(os.path.join(out, e["name"]))
             assert len(lines) == e["records"]
     names = os.listdir(out)
     assert not [n for n in names if n.startswith(".tfrecords-staging-")]
-    assert sorted(n for n in names if n.endswith(".idx")) == sorted(
+    assert not [n for n in names if n.endswith(".idx")]
+    assert sorted("index/" + n for n in os.listdir(os.path.join(out, "index"))) == sorted(
         e["index"] for s in m["splits"].values() for e in s["shards"])
+
+
+def test_the_split_glob_reads_only_shards(indexed):
+    """`train-*` (the pattern of tensorflow/tpu's and Model Garden's readers, and
+    of docs/reading.md) matches the shards and nothing else: TFRecordDataset over
+    it reads every record of the split and no index as a corrupted record."""
+    import tensorflow as tf
+    _, _, out = indexed
+    m = manifest(out)
+    for split, info in m["splits"].items():
+        files = tf.io.gfile.glob(out + f"/{split}-*")
+        assert sorted(os.path.basename(f) for f in files) == sorted(e["name"] for e in info["shards"])
+        assert sum(1 for _ in tf.data.TFRecordDataset(files)) == info["records"]
 
 
 # Runs in a fresh interpreter, as a DataLoader worker would: the tfrecord package
@@ -131,10 +146,10 @@ def test_verify_checks_the_index(indexed, tmp_path):
     assert any(e["index"] in err and "line 2" in err for err in errors), errors
     os.remove(idx)
     assert any(f"{e['index']}: missing" in err for err in verify_output(out).errors)
-    with open(os.path.join(out, "train-00000-of-00009.tfrecord.idx"), "w") as f:
-        f.write("0 10\n")
-    assert any("train-00000-of-00009.tfrecord.idx: a shard index not in the manifest" in err
-               for err in verify_output(out).errors)
+    for stale in ("index/train-00000-of-00009.tfrecord.idx", "train-00000-of-00009.tfrecord.idx"):
+        with open(os.path.join(out, stale), "w") as f:  # in index/, or beside the shards (earlier versions)
+            f.write("0 10\n")
+        assert any(f"{stale}: a shard index not in the manifest" in err for err in verify_output(out).errors)
 
 
 def test_a_run_without_index_files_removes_stale_indexes(indexed, tmp_path):
@@ -142,8 +157,11 @@ def test_a_run_without_index_files_removes_stale_indexes(indexed, tmp_path):
     root, _, good = indexed
     out = str(tmp_path / "again")
     shutil.copytree(good, out)
+    with open(os.path.join(out, "train-00000-of-00009.tfrecord.idx"), "w") as f:  # where earlier versions wrote one
+        f.write("0 10\n")
     assert convert("--input", root, "--output", out, "--num_shards", "2", "--overwrite") == 0
     assert not [n for n in os.listdir(out) if n.endswith(".idx")]
+    assert not os.path.exists(os.path.join(out, "index"))
     assert all("index" not in e for s in manifest(out)["splits"].values() for e in s["shards"])
     assert verify_output(out).ok
     # Same shards with and without indexes: the index changes nothing else.

@@ -114,7 +114,8 @@ def test_renamed_keys_with_index_files(images, tmp_path):
     code, rows = _run_printed(tmp_path, out)
     assert "ex['img']" in code and "ex['y']" in code and "image/encoded" not in code
     # The PyTorch and DALI readers name the renamed keys and the indexes.
-    assert "fn.readers.tfrecord(path=files, index_path=[f + '.idx' for f in files]" in code
+    assert "fn.readers.tfrecord(path=files, index_path=indexes," in code
+    assert "indexes = [OUT + '/' + s['index'] for s in" in code
     _check(out, rows, root, labels, filename_key="path")
     # The PyTorch module (after its marker line) runs without TensorFlow; two
     # workers read every record once, by the indexes, with its label.

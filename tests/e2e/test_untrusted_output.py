@@ -413,7 +413,7 @@ def test_a_link_inside_the_output_is_followed(scene, tmp_path):
 def test_verify_never_follows_an_index_path_the_manifest_names(scene, index):
     """The manifest's `index` of a shard once led verify to any file: it
     printed the first line of /etc/passwd, read /dev/zero until out of
-    memory. Now it must be the shard's own name + .idx."""
+    memory. Now it must be index/ + the shard's own name + .idx."""
     out, canary, _ = scene
     m = load(out)
     m["splits"]["train"]["shards"][0]["index"] = canary if index == "secret" else index
@@ -425,12 +425,12 @@ def test_verify_never_follows_an_index_path_the_manifest_names(scene, index):
 
 @pytest.mark.parametrize("target", ["fifo", "/dev/zero", "canary", "sparse", "dir"])
 def test_verify_reads_a_shard_index_only_as_a_small_file_inside_the_output(scene, target):
-    """The index verify reads is the shard's name + .idx (the manifest's
+    """The index verify reads is index/ + the shard's name + .idx (the manifest's
     `index` field is checked against it): in its place a FIFO, /dev/zero, a
     link to a file outside, a 1 TiB sparse file or a folder is an error for
     that index, and verify goes on; the outside file's lines never show."""
     out, canary, _ = scene
-    idx = os.path.join(out, SHARD + ".idx")
+    idx = os.path.join(out, "index", SHARD + ".idx")
     os.remove(idx)
     if target == "fifo":
         fifo(idx)
@@ -446,8 +446,8 @@ def test_verify_reads_a_shard_index_only_as_a_small_file_inside_the_output(scene
     p = cli("verify", out, "--quiet", timeout=60)
     no_traceback(p)
     assert p.returncode == 1 and CANARY not in _runs(p) and "second line" not in _runs(p)
-    assert f"ERROR {SHARD}.idx:" in p.stderr and "FAILED:" in p.stderr, p.stderr
-    assert {line.split(":")[0] for line in p.stderr.splitlines()} == {f"ERROR {SHARD}.idx", "FAILED"}, p.stderr
+    assert f"ERROR index/{SHARD}.idx:" in p.stderr and "FAILED:" in p.stderr, p.stderr
+    assert {line.split(":")[0] for line in p.stderr.splitlines()} == {f"ERROR index/{SHARD}.idx", "FAILED"}, p.stderr
     assert "cannot be read as an index" in p.stderr
 
 

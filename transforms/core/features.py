@@ -45,7 +45,8 @@ FEATURES = (
     Feature("format", "image/format", BYTES, lambda r, d, h: _text(r.fmt),
             "`jpeg` or `png`, sniffed from the bytes, not the extension"),
     Feature("source_format", "image/source_format", BYTES, lambda r, d, h: _text(r.source_fmt or r.fmt),
-            "the input file's format before any re-encoding (`jpeg`, `png`, `gif`, `bmp`, `webp`, ...)"),
+            "the input file's format before any re-encoding (`jpeg`, `png`, `gif`, `bmp`, `webp`, ...); "
+            "`jpeg-cmyk`, `jpeg-ycck` or `png-palette` when that colour model was converted to RGB"),
     Feature("height", "image/height", INT64, lambda r, d, h: r.height,
             "height in pixels, as `tf.io.decode_image(..., expand_animations=False)` returns it"),
     Feature("width", "image/width", INT64, lambda r, d, h: r.width, "width in pixels, likewise"),

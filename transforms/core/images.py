@@ -18,6 +18,11 @@ Pillow's (tests/unit/test_images.py checks each rule against TensorFlow):
 * Sizes: TF's decoders refuse images Pillow decodes (`tf_size_problem`).
 * EXIF orientation: TF ignores it. We read it once, as a plain value 1-8
   (anything else counts as 1), and turn pixels ourselves.
+* Colour models other decoders read differently: a CMYK or YCCK JPEG decodes
+  to 3 channels in TensorFlow but 4 in PIL and torchvision; a palette PNG to 3
+  (4 with a kept tRNS) in TensorFlow but 1 (the indexes) in PIL. With
+  `ImagePolicy.color_convert` they are re-encoded (RGB JPEG at --jpeg_quality;
+  RGB or RGBA PNG, lossless) so every decoder gives the recorded channels.
 * Decoding (full validation) catches what structure checks cannot, at ~2/3 of
   the cost of a full decode: a JPEG is decoded at 1/8 scale (`draft`), which
   still entropy-decodes the whole stream.
@@ -63,6 +68,7 @@ class ImagePolicy:
     reencode: str = ""  # "", "jpeg" or "png": what to turn other formats into
     max_pixels: int = 89_478_485
     jpeg_quality: int = 90            # --jpeg_quality (README, resizing: why 90)
+    color_convert: bool = True        # --color_convert rgb: CMYK/YCCK JPEGs and palette PNGs re-encoded (above)
     background: tuple = (255, 255, 255)
     apply_orientation: bool = False  # re-encode JPEGs whose EXIF orientation is not 1, upright
     perceptual_hash: bool = False    # hash the decoded image for near-duplicate checks (full validation)
@@ -143,6 +149,7 @@ class Header(NamedTuple):
     body: int          # JPEG: offset of the first scan; PNG: unused
     progressive: bool = False
     components: int = 0  # JPEG: colour components in the file (TF's size limit counts them)
+    model: str = ""      # "cmyk", "ycck" (JPEG), "palette" (PNG): decoders disagree on its channels
 
 
 # TensorFlow's decoders refuse images by size whatever --max_pixels allows
@@ -212,6 +219,7 @@ def jpeg_header(data: bytes) -> Header:
     sof = None
     progressive = False
     metadata = 0
+    adobe = -1  # the Adobe APP14 segment's colour transform (2: YCCK for 4 components), as libjpeg reads it
     for code, pos, seglen in _jpeg_markers(data):
         if code == 0xD9:
             raise BadImage(Reason.CORRUPT, "JPEG ends (EOI) before any image data")
@@ -242,8 +250,12 @@ def jpeg_header(data: bytes) -> Header:
         elif code == 0xDA:
             if sof is None:
                 raise BadImage(Reason.CORRUPT, "JPEG scan without a frame header")
-            return Header(*sof[:3], pos, progressive, sof[3])
+            return Header(*sof[:3], pos, progressive, sof[3],
+                          ("ycck" if adobe == 2 else "cmyk") if sof[3] == 4 else "")
         elif 0xE0 <= code <= 0xEF or code == 0xFE:  # APPn (Exif, ICC, XMP, ...) and comments
+            if code == 0xEE and adobe == -1 and seglen >= 12 and data[pos + 4:pos + 9] == b"Adobe" \
+                    and pos + 15 < len(data):
+                adobe = data[pos + 15]
             metadata += seglen
             if metadata > MAX_JPEG_METADATA:
                 raise BadImage(Reason.TOO_COMPLEX, f"JPEG metadata segments (Exif, ICC, comments, ...) exceed "
@@ -381,7 +393,7 @@ def png_header(data: bytes) -> Header:
                 raise BadImage(Reason.CORRUPT, "PNG reaches IEND without image data (IDAT)")
             w, h, _, ctype = ihdr
             channels = 4 if ctype == 3 and trns else _PNG_CHANNELS[ctype]
-            return Header(w, h, channels, body)
+            return Header(w, h, channels, body, model="palette" if ctype == 3 else "")
         elif tag == b"tRNS":
             # libpng keeps the first valid tRNS before the image data, of 1 to (palette entries) bytes
             # after PLTE, and drops any other with a warning.
@@ -566,7 +578,7 @@ def _probe_image(data: bytes, policy: ImagePolicy, decode_later: bool) -> ImageI
     if planned is not None:
         return _resize_info(data, fmt, head, planned, policy, decode_later)
     if policy.apply_orientation and fmt == JPEG and _orientation(data) != 1:
-        return _reencoded_info(_open(data, fmt), fmt, JPEG, policy)
+        return _reencoded_info(_open(data, fmt), fmt, JPEG, policy)._replace(source_fmt=_source(fmt, head))
     _check_tf_size(fmt, head.width, head.height, head.components)
     phash, later = -1, None
     if policy.validation is Validation.FULL:
@@ -576,8 +588,15 @@ def _probe_image(data: bytes, policy: ImagePolicy, decode_later: bool) -> ImageI
             _check_png_data(data, head)
         # From the small decode validation already did: ~11 us, not another decode.
         phash, later = _hash(im, policy)
-    return ImageInfo(fmt, head.height, head.width, head.channels, _COLORSPACE[head.channels], fmt, phash=phash,
-                     hash_input=later)
+    convert = policy.color_convert and bool(head.model)  # re-encoded in its own format by the writer
+    return ImageInfo(fmt, head.height, head.width, head.channels, _COLORSPACE[head.channels],
+                     _source(fmt, head) if convert else fmt, fmt if convert else "", phash=phash, hash_input=later)
+
+
+def _source(fmt: str, head: Header) -> str:
+    """image/source_format of a file whose stored bytes are a re-encoding: its format, and its colour
+    model when that was converted ("jpeg-cmyk", "jpeg-ycck", "png-palette")."""
+    return f"{fmt}-{head.model}" if head.model else fmt
 
 
 def _hash(im: Image.Image, policy: ImagePolicy) -> tuple:
@@ -602,8 +621,8 @@ def _resize_info(data: bytes, fmt: str, head: Header, planned: resize.Plan, poli
     if policy.apply_orientation and fmt == JPEG and _orientation(data) in resize.TRANSPOSING:
         w, h = h, w
     _check_tf_size(planned.fmt, w, h, 1 if head.channels == 1 else 3)
-    return ImageInfo(planned.fmt, h, w, head.channels, _COLORSPACE[head.channels], fmt, planned.fmt, phash,
-                     head.height, head.width, later)
+    return ImageInfo(planned.fmt, h, w, head.channels, _COLORSPACE[head.channels], _source(fmt, head), planned.fmt,
+                     phash, head.height, head.width, later)
 
 
 def _describe_start(data: bytes) -> str:
@@ -754,6 +773,8 @@ def _reencode(data: bytes, target: str, policy: ImagePolicy, expect: Optional[tu
     im = resize.finish(prepare_reencode(im, fmt, target, policy, orientation), job, policy.resize)
     if expect is not None and expect[2] == 1 and im.mode == "RGB":
         im = im.convert("L")  # a 1-bit PNG (Pillow's mode "1" became RGB): gray, as decode_image gives it
+    elif expect is not None and expect[2] == 3 and im.mode == "RGBA" and fmt == PNG:
+        im = im.convert("RGB")  # a palette's tRNS that libpng drops (png_header) and Pillow keeps
     if expect is not None and (im.width, im.height, _CHANNELS[im.mode]) != tuple(expect):
         raise BadImage(Reason.CORRUPT, f"re-encoded to {im.width}x{im.height}x{_CHANNELS[im.mode]}, not the "
                        f"{expect[0]}x{expect[1]}x{expect[2]} its header gave (EXIF orientation out of reach?)")

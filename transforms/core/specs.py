@@ -197,6 +197,7 @@ class OutputSpec:
     resume_parent: str = dataclasses.field(default="", metadata=RUN_ONLY)
     # files changed since this time are treated as changed (provenance.racy)
     racy_after_ns: int = dataclasses.field(default=0, metadata=RUN_ONLY)
+    reader: tuple = ()               # --for NAME: (NAME, the flags it set, ...) as the summary prints them
 
     @property
     def lock_dir(self) -> str:

@@ -382,8 +382,10 @@ def check_published(output: str, shards: list, run_id: str = "") -> None:
     folder does not claim to be complete."""
     sizes = fsutil.list_sizes(output)
     bad = [s.name for s in shards if sizes.get(s.name) != s.bytes]
-    bad += [layout.index_name(s.name) for s in shards
-            if s.index_temp_path and sizes.get(layout.index_name(s.name)) != s.index_bytes]
+    if any(s.index_temp_path for s in shards):
+        idx = fsutil.list_sizes(fsutil.join(output, layout.INDEX_FOLDER))
+        bad += [layout.index_name(s.name) for s in shards
+                if s.index_temp_path and idx.get(layout.index_name(s.name).split("/", 1)[1]) != s.index_bytes]
     if any(s.prov_temp_path for s in shards):
         prov = fsutil.list_sizes(fsutil.join(output, provenance.FOLDER))
         bad += [provenance.provenance_name(s.name) for s in shards
@@ -445,8 +447,15 @@ def _move_shards_in(output: str, shards: list) -> None:
     finds them already moved."""
     keep = {s.name for s in shards} | {layout.index_name(s.name) for s in shards if s.index_temp_path}
     present = fsutil.list_sizes(output)
-    fsutil.delete([fsutil.join(output, n) for n in present
-                   if (layout.SHARD_RE.match(n) or layout.INDEX_RE.match(n)) and n not in keep])
+    # Shards of another run, and indexes (in index/, or beside the shards where earlier versions wrote them).
+    fsutil.delete([fsutil.join(output, n) for n in [*(n for n in present if layout.SHARD_RE.match(n)),
+                                                     *layout.list_indexes(output)] if n not in keep])
+    index_folder = fsutil.join(output, layout.INDEX_FOLDER)
+    if fsutil.is_local(output):
+        if any(s.index_temp_path for s in shards):
+            os.makedirs(index_folder, exist_ok=True)
+        elif os.path.isdir(index_folder) and not os.listdir(index_folder):
+            os.rmdir(index_folder)  # emptied above: a run without --index_files leaves no index folder
     prov_folder = fsutil.join(output, provenance.FOLDER)
     kept_prov = {provenance.provenance_name(s.name).split("/", 1)[1] for s in shards if s.prov_temp_path}
     present_prov = fsutil.list_sizes(prov_folder)

@@ -500,7 +500,7 @@ class ShardWriter:
         """(staged path, bytes) of the shard's index (--index_files), else ("", b"")."""
         if not self._w.spec.index_files:
             return "", b""
-        return self._side_file(layout.index_name(self._name), b"".join(self._index_lines))
+        return self._side_file(f"{self._name}.idx", b"".join(self._index_lines))  # staged flat; published in index/
 
     def provenance_file(self) -> tuple:
         """(staged path, bytes) of the shard's provenance file (--versioned), else ("", b"")."""

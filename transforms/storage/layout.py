@@ -27,9 +27,11 @@ RESUME_PREFIX = ".tfrecords-resume-"  # a resume area (transforms/storage/resume
 # Any shard we could have written, whatever its split, count, compression or format.
 SHARD_RE = re.compile(r"^[A-Za-z0-9_]{1,64}-\d{5,}-of-\d{5,}\.(tfrecord(\.gz|\.zlib)?|array_record)$")
 # --index_files: a shard's record index for DALI's readers.tfrecord and the
-# PyTorch `tfrecord` package, next to it ("<shard name>.idx").
+# PyTorch `tfrecord` package, in a folder of its own ("index/<shard name>.idx"):
+# beside the shard, "train-*" (the glob of most TFRecord readers) matched it too.
+INDEX_FOLDER = "index"
 INDEX_SUFFIX = ".idx"
-INDEX_RE = re.compile(SHARD_RE.pattern[:-1] + re.escape(INDEX_SUFFIX) + "$")
+INDEX_RE = re.compile(SHARD_RE.pattern[:-1] + re.escape(INDEX_SUFFIX) + "$")  # an index's base name
 MANIFEST_FORMAT = "tfrecord-pipelines/manifest/v1"
 LATEST = "LATEST"                 # --versioned: a dataset root's pointer to its current version
 VERSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")  # a version folder's name
@@ -153,7 +155,7 @@ def _check_names_and_kinds(m: dict) -> None:
                   f"split {name!r}: shard {shard[:80]!r} is not a shard name of that split")
             _need(shard not in shards, f"shard {shard!r} is listed twice")
             shards.add(shard)
-            _need(e.get("index") in (None, index_name(shard)),
+            _need(e.get("index") in (None, index_name(shard), legacy_index_name(shard)),
                   f"shard {shard!r}: its index must be {index_name(shard)!r}, not {str(e.get('index'))[:80]!r}")
     _need(m["compression"] in {c.value for c in Compression},
           f"compression {m['compression'][:40]!r} is not one of {[c.value for c in Compression]}")
@@ -180,7 +182,19 @@ def _check_names_and_kinds(m: dict) -> None:
 
 
 def index_name(shard: str) -> str:
+    """A shard's index as the manifest names it, relative to the output folder."""
+    return f"{INDEX_FOLDER}/{shard}{INDEX_SUFFIX}"
+
+
+def legacy_index_name(shard: str) -> str:
+    """Where earlier versions kept it (beside the shard): such outputs are still read and verified."""
     return shard + INDEX_SUFFIX
+
+
+def list_indexes(output: str) -> list:
+    """The index files in `output` (index/NAME.idx, and NAME.idx beside the shards that older versions wrote)."""
+    return ([n for n in fsutil.list_dir(output) if INDEX_RE.match(n)]
+            + [f"{INDEX_FOLDER}/{n}" for n in fsutil.list_dir(fsutil.join(output, INDEX_FOLDER)) if INDEX_RE.match(n)])
 
 
 def staging_dir(output: str, run_id: str) -> str:

@@ -246,9 +246,9 @@ def _undo(where: str, body: dict) -> str:
 
 
 def _list_tree(folder: str) -> list:
-    """Full paths of the files in `folder` and its provenance folder."""
+    """Full paths of the files in `folder` and its provenance and index folders."""
     out = []
-    for sub in ("", provenance.FOLDER):
+    for sub in ("", provenance.FOLDER, layout.INDEX_FOLDER):
         base = fsutil.join(folder, sub) if sub else folder
         out += [fsutil.join(base, n) for n in fsutil.list_sizes(base)]
     return out
