@@ -114,7 +114,8 @@ class _ReadTableFn(beam.DoFn):
                 yield i, row
 
         with FileSystems.open(table, compression_type=CompressionTypes.AUTO) as f:
-            _, rows = tables.open_rows(tables.text_stream(f, self._spec.table_encoding), self._spec.table_format)
+            _, rows = tables.open_rows(tables.text_stream(f, self._spec.table_encoding), self._spec.table_format,
+                                       exact=(self._spec.path_column,))
             rows = (table_row_to_rec(i, row, self._spec) for i, row in hashed(rows))
             for batch in batched(rows):
                 n += len(batch)
