@@ -41,7 +41,8 @@ def test_a_fifo_or_dev_zero_named_like_an_annotation_file_is_a_reject(tmp_path):
     assert rejects["Annotations/zero.xml"]["reason"] == "bad_annotation"
     assert "character device" in rejects["Annotations/zero.xml"]["detail"]
     m = manifest(out)
-    assert m["counts"]["written"] == 4 and m["counts"]["listed"] == 6 == m["counts"]["written"] + m["counts"]["rejected"]
+    assert m["counts"]["written"] == 4
+    assert m["counts"]["listed"] == 6 == m["counts"]["written"] + m["counts"]["rejected"]
 
     yolo = make_yolo(str(tmp_path / "yolo"), n=8)
     label = os.path.join(yolo["root"], "labels/train/frame0001.txt")

@@ -65,7 +65,8 @@ def test_a_fifo_shard_is_refused_not_waited_on(outputs, tmp_path):
 
 def test_a_shard_linked_out_of_the_output_is_refused(outputs, tmp_path):
     out, shards = _copy(outputs, tmp_path)
-    theirs = [os.path.join(outputs / "out_b", s["name"]) for s in manifest(outputs / "out_b")["splits"]["train"]["shards"]]
+    other = outputs / "out_b"
+    theirs = [os.path.join(other, s["name"]) for s in manifest(other)["splits"]["train"]["shards"]]
     os.remove(shards[0])
     os.symlink(theirs[0], shards[0])  # another dataset's records under our shard's name
     with pytest.raises(tfp.OutputError, match="outside") as e:
