@@ -1,6 +1,6 @@
-"""A table's path is taken exactly as given: `x/a.jpg ` (a trailing space)
-and `x/a.jpg` are two files, from a DataFrame, Python rows, a CSV or a JSON
-Lines table alike."""
+"""A path given as a typed string is taken exactly as given: `x/a.jpg ` (a
+trailing space) and `x/a.jpg` are two files, from a DataFrame, Python rows or
+a JSON Lines table alike."""
 from __future__ import annotations
 
 import json
@@ -26,12 +26,10 @@ def test_a_path_with_a_trailing_space_is_its_own_file(tmp_path):
     write(os.path.join(root, "x", "a.jpg"), plain)
     write(os.path.join(root, "x", "b.jpg"), image_bytes(22, 14, seed=3))
     rows = [("x/a.jpg ", "cat"), ("x/b.jpg", "dog")]
-    csv_table = tmp_path / "labels.csv"
-    csv_table.write_text("path,label\n" + "".join(f"{p},{label}\n" for p, label in rows))
     jsonl_table = tmp_path / "labels.jsonl"
     jsonl_table.write_text("".join(json.dumps({"path": p, "label": label}) + "\n" for p, label in rows))
     sources = {"dataframe": pd.DataFrame(rows, columns=["path", "label"]), "pairs": rows,
-               "csv": str(csv_table), "jsonl": str(jsonl_table)}
+               "jsonl": str(jsonl_table)}
     for name, table in sources.items():
         out = str(tmp_path / name)
         r = tfp.convert(label_table=table, image_root=root, output=out, split="train", **LOCAL)
