@@ -52,7 +52,8 @@ def check_output(output: str, inputs_root: str, overwrite: bool) -> None:
     if fsutil.is_local(output) and os.path.exists(output) and not os.path.isdir(output):
         raise UsageError(f"--output {output!r} is a file, not a folder")
     held = live_lock_of_another(output, "")
-    if held is not None and not (held.get("pid") == os.getpid() and held.get("host") == socket.gethostname()):
+    if held is not None and "pid" in held and not (held.get("pid") == os.getpid()
+                                                   and held.get("host") == socket.gethostname()):
         # a --versioned run's version folder (its lock is the root's) that a plain conversion is writing
         raise UsageError(f"another conversion is writing {output!r} (run {held.get('run_id', '?')}, pid "
                          f"{held.get('pid', '?')} on host {held.get('host', '?')}), under its own lock: nothing is "
