@@ -19,18 +19,23 @@ CYCLE = 16  # shards read at once: README's "Reading speed"
 
 def resolve(output) -> tuple[str, dict]:
     """(the folder holding the manifest, the manifest): `output` itself, or
-    for a --versioned root the version its LATEST names."""
-    from tfrecord_pipelines.transforms.storage import fsutil, layout
+    for a --versioned root the version its LATEST names. Read as verify reads
+    an output (transforms/storage/untrusted.py): LATEST only as a small
+    regular file naming a version, a version folder only inside the root."""
+    from tfrecord_pipelines.transforms.storage import fsutil, layout, untrusted
     out = fsutil.normalize_root(os.fspath(output))
     for folder in (out, None):
         if folder is None:
             try:
-                version = fsutil.read_bytes(fsutil.join(out, layout.LATEST)).decode("utf-8").strip()
-            except Exception:  # no LATEST either: not an output
+                version = layout.read_pointer(out)
+            except ValueError as e:  # a FIFO, a device, too large, a link out of the root, not a version name
+                raise OutputError(str(e)) from None
+            if version is None:  # no LATEST either: not an output
                 break
-            if not layout.VERSION_NAME.match(version):
-                raise OutputError(f"{fsutil.join(out, layout.LATEST)} names {version[:80]!r}, not a version folder")
             folder = fsutil.join(out, version)
+            if fsutil.is_local(folder) and os.path.lexists(folder) and not untrusted.inside(folder, out):
+                raise OutputError(f"{folder} (which {layout.LATEST} names) is a link to "
+                                  f"{os.path.realpath(folder)}, outside {out}: not read")
         try:
             return folder, layout.read_manifest(folder)
         except FileNotFoundError:
@@ -39,6 +44,23 @@ def resolve(output) -> tuple[str, dict]:
             raise OutputError(f"{layout.MANIFEST} of {folder} cannot be read: {e}") from None
     raise OutputError(f"{out}: no {layout.MANIFEST} (and no {layout.LATEST}): not a complete output (a conversion "
                       "that did not finish, or not a dataset)")
+
+
+def _checked_shards(folder: str, files: list) -> list:
+    """The shards, each a regular file inside the output (tf.data opens them
+    itself: a FIFO would block it forever, a link would read another
+    dataset's records)."""
+    from tfrecord_pipelines.transforms.storage import fsutil, untrusted
+    for f in files:
+        try:
+            untrusted.check_file(f, folder)
+        except FileNotFoundError:
+            raise OutputError(f"{f}: a shard the manifest lists is missing (tfrecords verify {folder} checks the "
+                              "output)") from None
+        except (fsutil.NotRegularFile, untrusted.Refused) as e:
+            raise OutputError(f"{e}: a shard of {folder} that is not read (tfrecords verify {folder} checks the "
+                              "output)") from None
+    return files
 
 
 def load(output, split: str = "train", as_supervised: bool = False, decode: bool = True,
@@ -70,7 +92,7 @@ def load(output, split: str = "train", as_supervised: bool = False, decode: bool
         raise UsageError(f"as_supervised=True: {folder} has {what} (label_map kind "
                          f"{m.get('label_map', {}).get('kind')!r})")
     spec = _parse_spec(m, tf)
-    files = [_join(folder, s["name"]) for s in m["splits"][split]["shards"]]
+    files = _checked_shards(folder, [_join(folder, s["name"]) for s in m["splits"][split]["shards"]])
 
     def parse(record):
         ex = tf.io.parse_single_example(record, spec)

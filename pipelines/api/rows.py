@@ -171,10 +171,11 @@ def _dict_row(header: list, row, i: int) -> list:
 
 
 def _path_text(where: str, column: str, value, i: int) -> str:
-    """A path cell as text: "" (a missing path, rejected as a table's empty
-    cell is) for None or NaN; UsageError for what is not a path."""
+    """A path cell as text, exactly as given (`x/a.jpg ` is not `x/a.jpg`):
+    "" (a missing path, rejected as a table's empty cell is) for None or NaN
+    or blanks; UsageError for what is not a path."""
     if isinstance(value, str):
-        return value.strip()
+        return value if value.strip() else ""
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     if tables.python_cell(value) == "" and not isinstance(value, (bytes, bool)):
@@ -231,7 +232,8 @@ def job_removes(options, detach: bool) -> bool:
 def _write(path: str, header: list, rows: Iterable[list]) -> None:
     import io
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    # every cell quoted: the reader skips blanks before an unquoted cell, and a path is taken as given
+    w = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
     w.writerow(header)
     for r in rows:
         w.writerow(r)

@@ -10,9 +10,9 @@ from typing import Optional
 
 from tfrecord_pipelines.transforms.core.annotations import yolo
 from tfrecord_pipelines.transforms.core.specs import (KNOWN_SPLIT_FOLDERS, SPLIT_NAME, AnnotationFormat, BadBoxes,
-                                                      DetectionSpec, InputKind, InputSpec)
+                                                      DetectionSpec, InputKind, InputSpec, ReadPolicy)
 from tfrecord_pipelines.transforms.core.tables import IMAGE_EXTENSIONS
-from tfrecord_pipelines.transforms.storage import fsutil
+from tfrecord_pipelines.transforms.storage import fsutil, reads
 
 IMAGE_PATTERNS = tuple(sorted("*" + e for e in IMAGE_EXTENSIONS))
 YAML_NAMES = ("data.yaml", "dataset.yaml", "data.yml", "dataset.yml")
@@ -40,8 +40,22 @@ def _pairs(text: str, flag: str) -> list:
 
 
 def _head(path: str, n: int = 4096) -> bytes:
-    with fsutil.open_read(path) as f:
-        return f.read(n)
+    try:
+        with fsutil.open_read(path) as f:
+            return f.read(n)
+    except fsutil.NotRegularFile as e:
+        raise AnnotationUsageError(f"--annotations {path!r}: {e}") from None
+
+
+def _read_small(path: str, max_bytes: int) -> bytes:
+    """A class-name file or data YAML: a regular file, at most --max_annotation_bytes."""
+    try:
+        return reads.read_input(path, 0, -1, ReadPolicy(max_file_bytes=max_bytes))[0]
+    except reads.NotAFile as e:
+        raise AnnotationUsageError(f"--annotations: {path}: {e}, not a file") from None
+    except reads.TooLarge as e:
+        shown = str(e).replace("--max_file_bytes", "--max_annotation_bytes")
+        raise AnnotationUsageError(f"--annotations: {path}: {shown}") from None
 
 
 def sniff(path: str) -> tuple:
@@ -107,20 +121,56 @@ def _yolo_names(root: str, yaml_doc, max_bytes: int) -> tuple:
     for name in ("classes.txt", *YAML_NAMES):
         path = fsutil.join(root, name)
         if fsutil.exists(path):
-            data = fsutil.read_bytes(path)
-            if len(data) > max_bytes:
-                raise AnnotationUsageError(f"{path} is over --max_annotation_bytes {max_bytes}")
+            data = _read_small(path, max_bytes)
             if name == "classes.txt":
-                return yolo.names_from_text(data.decode("utf-8-sig"))
+                try:
+                    return yolo.names_from_text(data.decode("utf-8-sig"))
+                except (ValueError, UnicodeDecodeError) as e:
+                    raise AnnotationUsageError(f"--annotations: {path}: {' '.join(str(e).split())[:200]}") from None
             return _yolo_names(root, _yaml(path, data), max_bytes)
     raise AnnotationUsageError(f"--annotations {root!r}: no class names: put classes.txt (one name a line) or "
                                "data.yaml (names: [...]) in the folder, or give the data YAML")
 
 
+# A data YAML names a few folders and classes: one that expands (through its
+# aliases) to more nodes and characters than this is a bomb (a few hundred
+# bytes of nested aliases make ~300 MB of text).
+MAX_YAML_EXPANDED = 1_000_000
+
+
+def _expanded(node, memo: dict) -> int:
+    """The nodes and characters of the document `node` expands to, its aliases
+    written out (each shared node counted every time it is used)."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = 1  # an alias of a node inside itself (a cycle) counts once
+    if isinstance(node.value, list):  # a sequence's nodes, or a mapping's (key, value) pairs
+        n = 1 + sum(_expanded(c, memo) for item in node.value for c in (item if isinstance(item, tuple) else (item,)))
+    else:
+        n = 1 + len(node.value)
+    memo[key] = n
+    return n
+
+
 def _yaml(path: str, data: bytes):
     import yaml
     try:
-        return yaml.safe_load(data.decode("utf-8-sig"))
+        loader = yaml.SafeLoader(data.decode("utf-8-sig"))
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            size = _expanded(node, {})
+            if size > MAX_YAML_EXPANDED:
+                raise AnnotationUsageError(f"--annotations {path!r}: its aliases (*name) expand it to {size:,} nodes "
+                                           f"and characters (at most {MAX_YAML_EXPANDED:,}): refused as an expansion "
+                                           "bomb")
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except RecursionError:
+        raise AnnotationUsageError(f"--annotations {path!r}: nested too deep to be a data YAML") from None
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise AnnotationUsageError(f"--annotations {path!r} is not a readable YAML file: "
                                    f"{' '.join(str(e).split())[:200]}") from None
@@ -136,7 +186,7 @@ def _yolo_sources(path: str, max_bytes: int) -> tuple:
         if splits and all(d.lower() in KNOWN_SPLIT_FOLDERS for d in splits):
             return root, names, tuple((d, fsutil.join(images, d)) for d in sorted(splits))
         return root, names, (("", images if fsutil.is_dir(images) else root),)
-    data = fsutil.read_bytes(path)
+    data = _read_small(path, max_bytes)
     doc = _yaml(path, data)
     if not isinstance(doc, dict):
         raise AnnotationUsageError(f"--annotations {path!r}: a data YAML is a mapping (path, train, val, names)")
@@ -211,4 +261,5 @@ def annotation_input(o) -> tuple:
                          max_annotation_bytes=o.max_annotation_bytes,
                          found="; ".join(f"{split + ': ' if split else ''}{w} ({p})"
                                          for (split, p), (_, w) in zip(given, found)))
-    return InputSpec(InputKind.ANNOTATIONS, root, include=IMAGE_PATTERNS), spec, keyed
+    return InputSpec(InputKind.ANNOTATIONS, root, include=IMAGE_PATTERNS,
+                     allow_absolute_paths=bool(getattr(o, "allow_absolute_paths", False))), spec, keyed

@@ -9,7 +9,10 @@ Here, before the run, it is read once to find the root the folders count
 from: --image_root if given, else the folder of the first folder line that
 `gcloud storage ls -r` prints when every listed path is below it, else the
 deepest folder all listed paths share (or, for relative paths, the
-listing's own folder, as for a table).
+listing's own folder, as for a table). A root that a few stray lines moved
+up (all but a few paths in one folder that holds class folders of its own,
+one line elsewhere), or paths that share no folder (two buckets), is
+refused: --image_root names it.
 """
 from __future__ import annotations
 
@@ -38,7 +41,14 @@ def list_input(o) -> tuple:
     except tables.TableError as e:
         raise UsageError(str(e)) from None
     header_root, common = _scan(listing, encoding)
-    root = fsutil.normalize_root(o.image_root) if o.image_root else listing_root(header_root, common, listing)
+    if o.image_root:
+        root = fsutil.normalize_root(o.image_root)
+    else:
+        root = listing_root(header_root, common, listing)
+        if common is not None:
+            problem = root_problem(*_root_counts(listing, encoding, "" if common == "" else root))
+            if problem:
+                raise UsageError(f"--file_list {o.file_list!r}: {problem}")
     tops = _top_folders(listing, encoding, root)
     split_folders = bool(tops) and all(d.lower() in KNOWN_SPLIT_FOLDERS for d in tops)
     split = parse_split(o.split, split_folders, False)
@@ -66,6 +76,76 @@ def listing_root(header_root: str, common, listing: str) -> str:
     if common:
         return common
     return posixpath.dirname(listing) if "://" in listing else os.path.dirname(os.path.abspath(listing))
+
+
+# Lines outside the folder that holds all the others, up to which they are
+# strays (a path pasted from elsewhere) rather than part of the dataset.
+def _strays_allowed(n: int) -> int:
+    return max(2, n // 100)
+
+
+def _group(path: str) -> str:
+    """The top of a path's tree: `gs://bucket` or `/first-folder`."""
+    scheme, sep, rest = path.partition("://")
+    if sep:
+        return f"{scheme}://{rest.split('/', 1)[0]}"
+    return "/" + path.lstrip("/").split("/", 1)[0]
+
+
+def _root_counts(listing: str, encoding: str, root: str) -> tuple:
+    """(root, {folder under it: [paths, its subfolders (up to 2), one path]},
+    absolute paths, one path outside every folder). With root "" (the paths
+    share none), the folders are the buckets and top folders."""
+    tops: dict = {}
+    n, loose = 0, ""
+    for path in _rows(listing, encoding):
+        if not tables.is_absolute(path):
+            continue
+        n += 1
+        if root:
+            rel = tables.under_root(path, root)
+            top, sep, below = rel.partition("/")
+            if not sep or rel == path:
+                loose = loose or path
+                continue
+        else:
+            top = _group(path)
+            below = path[len(top):].lstrip("/")
+        seen = tops.get(top)
+        if seen is None:
+            if len(tops) >= _TOP_FOLDERS_SEEN:
+                return root, {}, n, loose
+            seen = tops[top] = [0, set(), path]
+        seen[0] += 1
+        if "/" in below and len(seen[1]) < 2:
+            seen[1].add(below.split("/", 1)[0])
+    return root, tops, n, loose
+
+
+def root_problem(root: str, tops: dict, n: int, loose: str) -> str:
+    """Why the folder the paths share is not the root the user would name
+    (a few stray lines moved it up, or there is none), or "" when it is."""
+    if not tops or (root and all(t.lower() in KNOWN_SPLIT_FOLDERS for t in tops)):  # a tiny split is no stray
+        return ""
+    top, (count, subfolders, example) = max(tops.items(), key=lambda kv: (kv[1][0], kv[0]))
+    outside = n - count
+    name = f"{root.rstrip('/')}/{top}" if root else top
+    if not root:
+        others = next((t for t in sorted(tops) if t != top), "")
+        stray = loose or (tops[others][2] if others else "")
+        if outside <= _strays_allowed(n) and count > outside:
+            return (f"{outside} of its {n:,} paths lie outside {name} (e.g. {stray}), and the paths share no folder: "
+                    f"name the root the classes are counted from with --image_root (such as --image_root {name}); "
+                    "the lines outside it are then rejected as unsafe_path")
+        return (f"its paths share no folder ({count:,} under {name}, {outside:,} elsewhere, e.g. {stray}): name the "
+                "root the classes are counted from with --image_root")
+    if 0 < outside <= _strays_allowed(n) and count > outside and len(subfolders) >= 2:
+        stray = loose or next(v[2] for t, v in sorted(tops.items()) if t != top)
+        return (f"{outside} of its {n:,} paths lie outside {name} (e.g. {stray}): counted from the folder they share, "
+                f"{root}, every record under {name} would be labelled {top!r}; name the root with --image_root "
+                f"(such as --image_root {name}, the lines outside it then rejected as unsafe_path, or --image_root "
+                f"{root} to count from there)")
+    return ""
 
 
 def _rows(listing: str, encoding: str):

@@ -19,10 +19,8 @@ def clean_output(output: str) -> tuple[list, list]:
     run_lock.acquire(output, run_id, ttl_hours=1.0)
     removed, areas = [], []
     try:
-        for folder in folders:
-            removed += [fsutil.join(folder, d) for d in fsutil.list_subdirs(folder)
-                        if d.startswith(layout.STAGING_PREFIX)]
-            output_guard.remove_leftover_staging(folder, run_id)
+        for folder in folders:  # a folder another live run holds the lock of (ROOT/NAME) is left alone
+            removed += output_guard.remove_leftover_staging(folder, run_id)
         areas = resume.areas(output)
         resume.remove_all(output)
     finally:

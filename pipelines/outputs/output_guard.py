@@ -1,10 +1,13 @@
 """Checks of the output folder before a conversion starts (its lock: transforms/storage/run_lock.py)."""
 from __future__ import annotations
 
+import json
 import os
+import socket
+from typing import Optional
 
 from tfrecord_pipelines.transforms.core.errors import UsageError
-from tfrecord_pipelines.transforms.storage import fsutil, layout
+from tfrecord_pipelines.transforms.storage import fsutil, layout, run_lock, untrusted
 
 
 def check_apart(output: str, inputs_root: str) -> None:
@@ -48,6 +51,13 @@ def check_output(output: str, inputs_root: str, overwrite: bool) -> None:
     check_apart(output, inputs_root)
     if fsutil.is_local(output) and os.path.exists(output) and not os.path.isdir(output):
         raise UsageError(f"--output {output!r} is a file, not a folder")
+    held = live_lock_of_another(output, "")
+    if held is not None and "pid" in held and not (held.get("pid") == os.getpid()
+                                                   and held.get("host") == socket.gethostname()):
+        # a --versioned run's version folder (its lock is the root's) that a plain conversion is writing
+        raise UsageError(f"another conversion is writing {output!r} (run {held.get('run_id', '?')}, pid "
+                         f"{held.get('pid', '?')} on host {held.get('host', '?')}), under its own lock: nothing is "
+                         "written into it. Choose another --version, or wait for that run to end")
     names = [n for n in fsutil.list_dir(output) if layout.is_dataset_file(n)]
     if names and not overwrite:
         shards = sum(1 for n in names if layout.SHARD_RE.match(n))
@@ -69,11 +79,36 @@ def _dataset_state(output: str, names: list) -> str:
     return "a complete dataset"
 
 
-def remove_leftover_staging(output: str, run_id: str) -> None:
+def live_lock_of_another(folder: str, run_id: str) -> Optional[dict]:
+    """The lock another run holds on `folder` and has not left (not expired,
+    its process alive), or None: a plain conversion writing ROOT/NAME holds
+    only its own lock there, not the root's."""
+    try:
+        held = json.loads(untrusted.read(fsutil.join(folder, layout.LOCK), untrusted.MAX_LOCK_BYTES, within=folder))
+    except FileNotFoundError:
+        return None
+    except Exception:  # a lock file that cannot be read (a FIFO, damaged): not ours to judge, so kept
+        return {"run_id": "?"}
+    if not isinstance(held, dict):
+        return {"run_id": "?"}
+    if held.get("run_id") == run_id or run_lock.stale_reason(held):
+        return None
+    return held
+
+
+def remove_leftover_staging(output: str, run_id: str) -> list:
     """Staging folders and temp files (`name.tmp-*`) of earlier runs that died
-    or failed mid-write (we hold the lock, so no other run is using them)."""
+    or failed mid-write (we hold the lock, so no other run is using them),
+    the staging folders removed; none when another live run holds the
+    folder's own lock (a conversion writing ROOT/NAME, while this run holds
+    ROOT's): its staging is in use."""
+    if live_lock_of_another(output, run_id) is not None:
+        return []
     mine = layout.STAGING_PREFIX + run_id
+    removed = []
     for d in fsutil.list_subdirs(output):
         if d.startswith(layout.STAGING_PREFIX) and d != mine:
             fsutil.delete_tree(fsutil.join(output, d))
+            removed.append(fsutil.join(output, d))
     fsutil.delete(layout.leftover_temp_files(output))
+    return removed

@@ -169,12 +169,13 @@ def _readline(stream: TextIO, limit: int, n: int) -> str:
                            "read; pass the right --table_encoding") from None
 
 
-def open_rows(stream: TextIO, fmt: str) -> tuple[list, Iterator[tuple]]:
+def open_rows(stream: TextIO, fmt: str, exact: tuple = ()) -> tuple[list, Iterator[tuple]]:
     """(header, rows): the CSV/TSV header (the first non-blank row; [] for
     JSON Lines), and (line number, {column: stripped string} or BadRow) for
-    each data row after it."""
+    each data row after it. The cells of the `exact` columns (the path
+    column: `x/a.jpg ` and `x/a.jpg` may both exist) are kept as written."""
     if fmt == "jsonl":
-        return [], _iter_jsonl(stream)
+        return [], _iter_jsonl(stream, exact)
     if fmt == LIST_FORMAT:
         return [LIST_COLUMN], _iter_list(stream)
     bad: dict = {}
@@ -190,7 +191,7 @@ def open_rows(stream: TextIO, fmt: str) -> tuple[list, Iterator[tuple]]:
         twice = sorted({c for c in header if c and header.count(c) > 1})
         if twice:  # which of the two cells would be the label?
             raise TableError(f"the header names column(s) {twice} more than once; give each column its own name")
-        return header, _with_header(rows, header)
+        return header, _with_header(rows, header, exact)
     raise TableError("the table is empty (no header row)")
 
 
@@ -216,14 +217,16 @@ def _csv_rows(reader, counter: "_Counting", bad: dict) -> Iterator[tuple]:
         yield first, row
 
 
-def _with_header(rows: Iterator[tuple], header: list) -> Iterator[tuple]:
+def _with_header(rows: Iterator[tuple], header: list, exact: tuple = ()) -> Iterator[tuple]:
+    kept = [k in exact for k in header]
     for n, row in rows:
         if isinstance(row, BadRow):
             yield n, row
         elif len(row) > MAX_COLUMNS:
             yield n, BadRow(f"line {n} has {len(row):,} cells, above the limit of {MAX_COLUMNS:,}")
         else:
-            yield n, {k: (row[i].strip() if i < len(row) else "") for i, k in enumerate(header)}
+            yield n, {k: ((row[i] if kept[i] else row[i].strip()) if i < len(row) else "")
+                      for i, k in enumerate(header)}
 
 
 class _Counting:
@@ -241,7 +244,7 @@ class _Counting:
         return line
 
 
-def _iter_jsonl(stream: TextIO) -> Iterator[tuple]:
+def _iter_jsonl(stream: TextIO, exact: tuple = ()) -> Iterator[tuple]:
     bad: dict = {}
     for n, line in enumerate(_lines(stream, bad), 1):
         if n in bad:
@@ -260,7 +263,8 @@ def _iter_jsonl(stream: TextIO) -> Iterator[tuple]:
         if len(obj) > MAX_COLUMNS:
             yield n, BadRow(f"line {n} has {len(obj):,} keys, above the limit of {MAX_COLUMNS:,}")
             continue
-        cells = {str(k).strip(): _cell(v) for k, v in obj.items()}
+        cells = {str(k).strip(): v if str(k).strip() in exact and isinstance(v, str) else _cell(v)
+                 for k, v in obj.items()}
         big = next((k for k, v in cells.items() if len(v) > MAX_CELL), None)
         if big is not None:
             yield n, BadRow(f"line {n}: cell {big!r} has {len(cells[big]):,} characters, above the limit of "
@@ -359,7 +363,9 @@ def row_cells(row, path_column: str, label_column: str):
     if path is not None and not isinstance(path, str) and not hasattr(path, "__fspath__") \
             and python_cell(path) != "":
         return BadRow(f"a row's {path_column!r} is {type(path).__name__} {str(path)[:80]!r}: paths are text")
-    return {k: python_cell(v) for k, v in cells.items()}
+    # the path exactly as given (`x/a.jpg ` is not `x/a.jpg`); blanks are a missing path
+    return {k: (v if v.strip() else "") if k == path_column and isinstance(v, str) else python_cell(v)
+            for k, v in cells.items()}
 
 
 def iter_rows(stream: TextIO, fmt: str) -> Iterator[tuple[int, dict]]:

@@ -32,8 +32,9 @@ from tfrecord_pipelines.transforms.core.annotations.categories import box_label_
 from tfrecord_pipelines.transforms.core.fingerprint import FINGERPRINT
 from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec, Reject
 from tfrecord_pipelines.transforms.core.specs import (RECORDS, REJECTS, STATS, AnnotationFormat, DetectionSpec,
-                                                      InputSpec, LabelSpec)
-from tfrecord_pipelines.transforms.storage import fsutil, listing, spill
+                                                      InputSpec, LabelSpec, ReadPolicy)
+from tfrecord_pipelines.transforms.storage import fsutil, listing, reads, spill
+from tfrecord_pipelines.transforms.storage.gcs import StorageUnavailable
 
 BATCH = 500
 
@@ -116,7 +117,8 @@ class _CocoFn(beam.DoFn):
                         batch = []
             else:
                 for iid, n, obj in coco.read_annotations(f, path, names, self._masks):
-                    batch.append(((split, iid), (join.OBJECT, (n, obj))))
+                    tag = join.BAD_OBJECT if isinstance(obj, str) else join.OBJECT  # a str: why it cannot be used
+                    batch.append(((split, iid), (tag, (n, obj))))
                     if len(batch) >= BATCH:
                         yield batch
                         batch = []
@@ -142,9 +144,27 @@ def _too_big(rel: str, size: int, spec: DetectionSpec, split: str) -> Optional[R
                   f"{spec.max_annotation_bytes:,}", split)
 
 
+def _read_annotation(rec: Rec, spec: DetectionSpec) -> tuple:
+    """(bytes, None) of one per-image annotation file, or (None, why not): only
+    a regular file is opened (a FIFO would block, /dev/zero never ends), read
+    no further than --max_annotation_bytes."""
+    try:
+        data, _, _ = reads.read_input(rec.path, rec.generation, rec.size,
+                                      ReadPolicy(max_file_bytes=spec.max_annotation_bytes))
+    except reads.NotAFile as e:
+        return None, f"{e}, not an annotation file"
+    except reads.TooLarge as e:
+        return None, str(e).replace("--max_file_bytes", "--max_annotation_bytes")
+    except StorageUnavailable:
+        raise
+    except Exception as e:  # any filesystem's error on this one file: FileNotFoundError, EIO, 404
+        return None, f"cannot be read: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
+    return data, None
+
+
 class _VocFn(beam.DoFn):
-    def __init__(self, root: str, spec: DetectionSpec):
-        self._root, self._spec = root, spec
+    def __init__(self, root: str, spec: DetectionSpec, allow_absolute: bool = False):
+        self._root, self._spec, self._absolute = root, spec, allow_absolute
 
     def process(self, batch):
         out, bad = [], Batch()
@@ -154,7 +174,11 @@ class _VocFn(beam.DoFn):
             if big is not None:
                 bad.append(big)
                 continue
-            got = join.voc_entry(fsutil.read_bytes(rec.path), shown, split, self._root, prefix)
+            data, problem = _read_annotation(rec, self._spec)
+            if problem is not None:
+                bad.append(Reject(shown, Reason.BAD_ANNOTATION.value, f"{shown}: {problem}", split))
+                continue
+            got = join.voc_entry(data, shown, split, self._root, prefix, self._absolute)
             (bad if isinstance(got, Reject) else out).append(got)
         if bad:
             yield beam.pvalue.TaggedOutput(REJECTS, bad)
@@ -164,26 +188,31 @@ class _VocFn(beam.DoFn):
 
 
 class _YoloLabelFn(beam.DoFn):
+    """Each label file's objects, keyed by its path; a label file that cannot
+    be read is a bad entry, so the images it labels are rejected with its
+    reason (not written as images without boxes)."""
+
     def __init__(self, spec: DetectionSpec):
         self._spec = spec
 
     def process(self, batch):
-        out, bad = [], Batch()
+        out = []
         for key, (_, rec) in batch:
-            big = _too_big(rec.rel, rec.size, self._spec, rec.split or "")
+            split = rec.split or ""
+            big = _too_big(rec.rel, rec.size, self._spec, split)
             if big is not None:
-                bad.append(big)
+                out.append((rec.rel, (join.BAD, (split, f"its label file {rec.rel}: {big.detail}"))))
                 continue
-            try:
-                text = fsutil.read_bytes(rec.path).decode("utf-8-sig")
-            except UnicodeDecodeError as e:
-                bad.append(Reject(rec.rel, Reason.BAD_ANNOTATION.value, f"not UTF-8 text: {e}", rec.split or ""))
-                continue
-            ann = yolo.parse(text, self._spec.names, rec.rel)
-            out.append((rec.rel, (join.ENTRY, (rec.split or "", tuple(ann)))))
-        if bad:
-            yield beam.pvalue.TaggedOutput(REJECTS, bad)
-            yield beam.pvalue.TaggedOutput(STATS, ("listed", len(bad)))
+            data, problem = _read_annotation(rec, self._spec)
+            if problem is None:
+                try:
+                    ann = yolo.parse(data.decode("utf-8-sig"), self._spec.names, rec.rel)
+                except UnicodeDecodeError as e:
+                    problem = f"not UTF-8 text: {e}"
+                else:
+                    out.append((rec.rel, (join.ENTRY, (split, tuple(ann)))))
+                    continue
+            out.append((rec.rel, (join.BAD, (split, f"its label file {rec.rel}: {problem}"))))
         if out:
             yield out
 
@@ -278,6 +307,7 @@ class ListAnnotations(beam.PTransform):
         spec, root = self._spec, self._inputs.root
         sources = [(split, path) for split, path, _ in spec.sources]
         prefixes = {split: prefix for split, _, prefix in spec.sources}
+        absolute = self._inputs.allow_absolute_paths
         categories = (pbegin | "CategoryFiles" >> beam.Create(sources)
                       | "ReadCategories" >> beam.Map(_read_categories)
                       | "AllCategories" >> beam.combiners.ToList()
@@ -293,7 +323,7 @@ class ListAnnotations(beam.PTransform):
         images = (read[RECORDS]
                   | "JoinObjects" >> spill.GroupByKey(self._spill_dir, batched=True)
                   | "Images" >> beam.ParDo(_RouteFn(
-                      lambda key, tagged: join.coco_image(key, tagged, root, prefixes.get(key[0], ""))))
+                      lambda key, tagged: join.coco_image(key, tagged, root, prefixes.get(key[0], ""), absolute)))
                   .with_outputs(REJECTS, STATS, "entries", main=RECORDS))
         stats.append(images[STATS])
         rejects.append(images[REJECTS])
@@ -310,7 +340,8 @@ class ListAnnotations(beam.PTransform):
             fingerprints.append(walked[FINGERPRINT])
             xmls.append(walked[RECORDS])
         parsed = (xmls | "AllXml" >> beam.Flatten()
-                  | "ParseXml" >> beam.ParDo(_VocFn(root, spec)).with_outputs(REJECTS, STATS, main=RECORDS))
+                  | "ParseXml" >> beam.ParDo(_VocFn(root, spec, self._inputs.allow_absolute_paths))
+                  .with_outputs(REJECTS, STATS, main=RECORDS))
         stats.append(parsed[STATS])
         rejects.append(parsed[REJECTS])
         return parsed[RECORDS]

@@ -114,7 +114,13 @@ class _ReadTableFn(beam.DoFn):
                 yield i, row
 
         with FileSystems.open(table, compression_type=CompressionTypes.AUTO) as f:
-            _, rows = tables.open_rows(tables.text_stream(f, self._spec.table_encoding), self._spec.table_format)
+            # Python rows (a DataFrame) and JSON Lines give paths as typed strings: taken exactly (`x/a.jpg ` is
+            # not `x/a.jpg`); a hand-written CSV's cells are stripped, as its spaces around values are layout
+            spec = self._spec
+            exact = (spec.path_column,) if spec.kind is InputKind.ROWS or spec.source or spec.table_format == "jsonl" \
+                else ()
+            _, rows = tables.open_rows(tables.text_stream(f, self._spec.table_encoding), self._spec.table_format,
+                                       exact=exact)
             rows = (table_row_to_rec(i, row, self._spec) for i, row in hashed(rows))
             for batch in batched(rows):
                 n += len(batch)

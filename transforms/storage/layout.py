@@ -252,8 +252,10 @@ def new_run_id(tag: str = "") -> str:
     """A run's id: its start to the microsecond, then a random part. Ids sort
     by start, so --keep_versions keeps the newest (two versions made in one
     second tied on a start to the second, and the random part then chose);
-    the first 15 characters are the start to the second ("YYYYmmdd-HHMMSS")."""
-    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f-") + tag + uuid.uuid4().hex[:8]
+    the first 15 characters are the start to the second ("YYYYmmdd-HHMMSS"), in UTC."""
+    # UTC, the clock of version names (pipelines/versions.py): a run under another TZ must not look hours
+    # newer or older than its neighbours when LATEST's runs are compared
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S-%f-") + tag + uuid.uuid4().hex[:8]
 
 
 def latest_name(root: str) -> str:

@@ -96,6 +96,21 @@ def read(path: str, max_bytes: int, within: str = "") -> bytes:
     return data
 
 
+def check_file(path: str, within: str) -> None:
+    """That a file of the output is a regular file inside `within`, for a
+    reader that opens it itself (tf.data): opened without blocking and closed.
+    Raises FileNotFoundError, fsutil.NotRegularFile, Refused. Nothing to check
+    in a bucket (no links, FIFOs or devices there)."""
+    if fsutil.is_local(path):
+        fd, _ = _open_local(path, within)
+        os.close(fd)
+
+
+def inside(path: str, folder: str) -> bool:
+    """Whether a local `path` really (through its links) lies inside `folder`."""
+    return _inside(os.path.realpath(path), folder)
+
+
 def open_stream(path: str, within: str = "") -> BinaryIO:
     """A file of the output opened for reading in pieces (a shard, the
     rejects): a regular file inside `within`; its size does not matter, as

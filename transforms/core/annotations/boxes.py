@@ -203,8 +203,17 @@ def write_objects(rec, data: bytes, lookup: dict, spec: DetectionSpec, apply_ori
     width, height = (fh, fw) if turned else (fw, fh)
     stored = (rec.width, rec.height)
     scale = (stored[0] / width, stored[1] / height)
-    render = (lambda o, box: masks.render(o.segmentation, box, scale, stored)) if spec.masks else None
-    got = check(ann, width, height, stored, lookup, spec, stats, render)
+    def render(o, box):
+        try:
+            return masks.render(o.segmentation, box, scale, stored)
+        except Exception as e:  # pycocotools' and our own refusals of a segmentation it cannot draw
+            raise masks.MaskError(f"the mask of one of its objects cannot be drawn: "
+                                  f"{type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
+    try:
+        got = check(ann, width, height, stored, lookup, spec, stats, render if spec.masks else None)
+    except masks.MaskError as e:
+        stats[IN_REJECTED] += len(ann.objects)
+        return Reason.BAD_ANNOTATION, str(e)
     return rec._replace(annotation=got) if isinstance(got, Written) else got
 
 

@@ -12,9 +12,14 @@ box alone) gets its box as its mask, so there is a mask for every box.
 from __future__ import annotations
 
 import io
+import math
 
 import numpy as np
 from PIL import Image
+
+
+class MaskError(ValueError):
+    """An object's segmentation cannot be drawn (its image is rejected as bad_annotation)."""
 
 
 def _png(mask: np.ndarray) -> bytes:
@@ -40,6 +45,10 @@ def render(segmentation, box: tuple, scale: tuple, stored: tuple) -> bytes:
     if segmentation:
         sx, sy = scale
         polys = [[v * (sx if i % 2 == 0 else sy) for i, v in enumerate(p)] for p in segmentation]
+        # pycocotools walks every pixel along each edge: a vertex at 1e12 would take hours
+        if not all(math.isfinite(v) and -w <= v <= 2 * w if i % 2 == 0 else math.isfinite(v) and -h <= v <= 2 * h
+                   for p in polys for i, v in enumerate(p)):
+            raise MaskError(f"a polygon has a vertex not finite or far outside the {w}x{h} image")
         return _png(cocomask.decode(cocomask.merge(cocomask.frPyObjects(polys, h, w))))
     m = np.zeros((h, w), np.uint8)
     x0, y0, x1, y1 = (int(round(v)) for v in box)

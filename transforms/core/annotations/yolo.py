@@ -30,9 +30,33 @@ def is_image(rel: str) -> bool:
     return posixpath.splitext(rel)[1].lower() in IMAGE_EXTENSIONS
 
 
+# A class name is a word or a few; one longer is no name (a YAML alias bomb makes one of ~300 MB).
+MAX_NAME = 1024
+
+
+def _checked(names: tuple) -> tuple:
+    """The names, unique: a name given twice would give two indexes one id,
+    and the label map's files would disagree. Raises ValueError."""
+    seen: dict = {}
+    for i, n in enumerate(names):
+        if len(n) > MAX_NAME:
+            raise ValueError(f"class {i}'s name is {len(n):,} characters long (at most {MAX_NAME:,})")
+        if n in seen:
+            raise ValueError(f"classes {seen[n]} and {i} are both named {n[:80]!r}; class names must be unique")
+        seen[n] = i
+    return names
+
+
 def names_from_text(text: str) -> tuple:
-    """classes.txt: one name a line (blank lines ignored)."""
-    return tuple(line.strip() for line in text.splitlines() if line.strip())
+    """classes.txt: one name a line (blank lines ignored). Raises ValueError (names repeated, too long)."""
+    return _checked(tuple(line.strip() for line in text.splitlines() if line.strip()))
+
+
+def _name(i, v) -> str:
+    # a number is a name as YAML wrote it (`names: [1, 2]`); a list or mapping is not a name
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        raise ValueError(f"class {i}'s name is a {type(v).__name__}, not a string")
+    return str(v)
 
 
 def names_from_yaml(doc) -> tuple:
@@ -40,9 +64,9 @@ def names_from_yaml(doc) -> tuple:
     names = doc.get("names") if isinstance(doc, dict) else None
     if isinstance(names, dict) and all(isinstance(k, int) for k in names) and \
             sorted(names) == list(range(len(names))):
-        return tuple(str(names[i]) for i in range(len(names)))
+        return _checked(tuple(_name(i, names[i]) for i in range(len(names))))
     if isinstance(names, list) and names:
-        return tuple(str(n) for n in names)
+        return _checked(tuple(_name(i, n) for i, n in enumerate(names)))
     raise ValueError("it has no `names` list (or {index: name} map with indexes 0..N-1)")
 
 
