@@ -146,9 +146,11 @@ def made_lines(m: dict) -> list:
     return lines
 
 
-def print_preview(got: dict, cfg, out=None) -> None:
+def print_preview(got: dict, cfg, out=None) -> bool:
     """--dry_run (a local run): what a run would read, write, publish and
-    remove, from pipeline.build_preview's figures, before any image is read."""
+    remove, from pipeline.build_preview's figures, before any image is read.
+    True when it says the run would be refused (the command then exits 1,
+    so a script that previews before it runs stops there)."""
     from tfrecord_pipelines.transforms.core.sharding import num_shards_for
     out = out or sys.stdout
     o, stats = cfg.output, got["stats"]
@@ -189,8 +191,11 @@ def print_preview(got: dict, cfg, out=None) -> None:
     if got.get("new_classes"):
         print(f"new classes (--extend_label_map): {', '.join(got['new_classes'][:10])}"
               + (", ..." if len(got["new_classes"]) > 10 else ""), file=out)
+    refused = False
     for line in _publish_lines(got, cfg):
         print(line, file=out)
+        refused = refused or line.startswith("would be refused")
+    return refused
 
 
 def _unchanged(got: dict, o) -> bool:
