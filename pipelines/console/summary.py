@@ -217,10 +217,11 @@ def _publish_lines(got: dict, cfg) -> list:
     names = [n for n in fsutil.list_dir(o.output) if layout.is_dataset_file(n)]
     if not names:
         return [f"would write a new dataset into {o.output}"]
-    shards = sum(1 for n in names if layout.SHARD_RE.match(n))
+    count = sum(1 for n in names if layout.SHARD_RE.match(n))
+    shards = f"{count} shard{'' if count == 1 else 's'}"
     if not o.overwrite:
-        return [f"would be refused: {o.output} already holds a dataset ({shards} shards); pass --overwrite"]
-    return [f"would replace the dataset in {o.output}: its manifest and {shards} shards would be removed"]
+        return [f"would be refused: {o.output} already holds a dataset ({shards}); pass --overwrite"]
+    return [f"would replace the dataset in {o.output}: its manifest and {shards} would be removed"]
 
 
 # ---- after a conversion ----

@@ -230,7 +230,7 @@ def test_a_dry_run_that_would_be_refused_exits_1(tmp_path, capsys):
     capsys.readouterr()
     assert convert("--input", root, "--output", out, "--dry_run") == 1
     text = capsys.readouterr().out
-    assert f"would be refused: {out} already holds a dataset (1 shards); pass --overwrite" in text, text
+    assert f"would be refused: {out} already holds a dataset (1 shard); pass --overwrite" in text, text
     assert sorted((d, sorted(f)) for d, _, f in os.walk(out)) == before
     assert convert("--input", root, "--output", out, "--dry_run", "--overwrite") == 0
-    assert f"would replace the dataset in {out}" in capsys.readouterr().out
+    assert f"would replace the dataset in {out}: its manifest and 1 shard would be removed" in capsys.readouterr().out
