@@ -3,6 +3,7 @@
 (process.py)."""
 from __future__ import annotations
 
+import difflib
 import sys
 
 from tfrecord_pipelines.console.process import exit_now, one_line_failure
@@ -20,6 +21,7 @@ commands:
   demo      generate a sample dataset from the shipped photos, convert and verify it
   cleanup   remove what killed runs left (spill files in the temp folder, staging folders of outputs)
 """
+COMMANDS = ("convert", "check", "verify", "inspect", "report", "spec", "demo", "cleanup")
 
 
 def main(argv=None) -> None:
@@ -58,7 +60,9 @@ def main(argv=None) -> None:
     if cmd == "demo":
         from tfrecord_pipelines.commands import demo
         sys.exit(demo.main(rest))
-    print(f"tfrecords: unknown command {cmd!r}\n\n{USAGE}", file=sys.stderr)
+    near = difflib.get_close_matches(cmd, COMMANDS, n=1, cutoff=0.6)
+    hint = f": did you mean {near[0]}? (tfrecords {near[0]} --help)" if near else ""
+    print(f"tfrecords: unknown command {cmd!r}{hint}\n\n{USAGE}", file=sys.stderr)
     sys.exit(2)
 
 

@@ -104,10 +104,10 @@ def _preview(job) -> int:
     from tfrecord_pipelines.console import summary
     try:
         got = lifecycle.preview(job)
-        summary.print_preview(got, job.cfg)
+        refused = summary.print_preview(got, job.cfg)
     except (Exception, KeyboardInterrupt) as e:
         if job.plan.debug:
             raise
         process.error(lifecycle.describe_failure(e, ''))
         return process.FAILED
-    return process.OK
+    return process.FAILED if refused else process.OK

@@ -149,9 +149,11 @@ def made_lines(m: dict) -> list:
     return lines
 
 
-def print_preview(got: dict, cfg, out=None) -> None:
+def print_preview(got: dict, cfg, out=None) -> bool:
     """--dry_run (a local run): what a run would read, write, publish and
-    remove, from pipeline.build_preview's figures, before any image is read."""
+    remove, from pipeline.build_preview's figures, before any image is read.
+    True when it says the run would be refused (the command then exits 1,
+    so a script that previews before it runs stops there)."""
     from tfrecord_pipelines.transforms.core.sharding import num_shards_for
     out = out or sys.stdout
     o, stats = cfg.output, got["stats"]
@@ -192,8 +194,11 @@ def print_preview(got: dict, cfg, out=None) -> None:
     if got.get("new_classes"):
         print(f"new classes (--extend_label_map): {', '.join(got['new_classes'][:10])}"
               + (", ..." if len(got["new_classes"]) > 10 else ""), file=out)
+    refused = False
     for line in _publish_lines(got, cfg):
         print(line, file=out)
+        refused = refused or line.startswith("would be refused")
+    return refused
 
 
 def _unchanged(got: dict, o) -> bool:
@@ -215,10 +220,11 @@ def _publish_lines(got: dict, cfg) -> list:
     names = [n for n in fsutil.list_dir(o.output) if layout.is_dataset_file(n)]
     if not names:
         return [f"would write a new dataset into {o.output}"]
-    shards = sum(1 for n in names if layout.SHARD_RE.match(n))
+    count = sum(1 for n in names if layout.SHARD_RE.match(n))
+    shards = f"{count} shard{'' if count == 1 else 's'}"
     if not o.overwrite:
-        return [f"would be refused: {o.output} already holds a dataset ({shards} shards); pass --overwrite"]
-    return [f"would replace the dataset in {o.output}: its manifest and {shards} shards would be removed"]
+        return [f"would be refused: {o.output} already holds a dataset ({shards}); pass --overwrite"]
+    return [f"would replace the dataset in {o.output}: its manifest and {shards} would be removed"]
 
 
 # ---- after a conversion ----

@@ -45,7 +45,10 @@ def help_parser(prog: str) -> argparse.ArgumentParser:
         prog=prog, formatter_class=_HelpFormatter,
         description="Convert an image folder tree or a label table into deterministic, fixed-size TFRecord "
                     "shards of tf.train.Example.",
-        epilog="Beam flags pass through, e.g. --runner (default: the local FnApiRunner, multi-process on all "
+        epilog="--dry_run (Beam's flag): on a local run, say what the run would list, read, write, publish and "
+               "remove, reading no image and locking and writing nothing; exit 1 if it says the run would be "
+               "refused; with a remote runner, build the job without submitting it. "
+               "Beam flags pass through, e.g. --runner (default: the local FnApiRunner, multi-process on all "
                "cores; DirectRunner means the same), --direct_num_workers N, --direct_running_mode "
                "in_memory|multi_processing, --runner DataflowRunner --project P --region R --temp_location "
                "gs://... --setup_file ./setup.py.")

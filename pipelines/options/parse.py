@@ -91,12 +91,12 @@ def load_label_map(path: str) -> tuple:
         pairs = [(n, i) for i, n in enumerate(names)]
     if any(not labels.INT64_MIN <= i <= labels.INT64_MAX for _, i in pairs):
         raise UsageError(f"--label_map {path!r}: ids must fit in an int64")
-    # Names are compared in NFC, as labels are (transforms/core/labels.py).
-    pairs = [(unicodedata.normalize("NFC", n), i) for n, i in pairs]
+    # Names are compared as labels are: without white space at their ends, in NFC (labels.label_name).
+    pairs = [(unicodedata.normalize("NFC", n.strip()), i) for n, i in pairs]
     names = [n for n, _ in pairs]
     ids = [i for _, i in pairs]
     if len(set(names)) != len(names) or len(set(ids)) != len(ids):
-        raise UsageError(f"--label_map {path!r} repeats a name (compared in Unicode NFC form) or an id")
+        raise UsageError(f"--label_map {path!r} repeats a name (compared without white space at its ends, in Unicode NFC form) or an id")
     return tuple(sorted(pairs, key=lambda p: (p[1], p[0])))
 
 
@@ -362,7 +362,7 @@ def _table_input(o) -> tuple[InputSpec, SplitSpec, str]:
                                        required=o.split == "column")
         label_col = tables.label_column_of(columns, path_col, split_col, o.label_column, label_from, o.label_regex)
     except tables.TableError as e:
-        hint = ""
+        hint = tables.delimiter_hint(columns) if fmt != "jsonl" else ""
         if fmt != "jsonl" and any(labels.is_float(c) for c in columns):
             hint = (f". Its first row {columns[:4]} looks like data: the first row must be a header naming the "
                     "columns, e.g. filename,label")

@@ -44,7 +44,8 @@ OPTIONS = (
                 'root/train/<class>/...'),
     Option('label_table', STR, '', 'input',
            help='Label table instead of a tree: CSV/TSV with a header row, or JSON Lines (.csv, .tsv, .jsonl; .gz '
-                'allowed); a path column and a label column'),
+                'allowed); a path column and a label column. Cells are split at , (.csv) or TAB (.tsv), or at '
+                'the one other of ; TAB | the header line holds'),
     Option('file_list', STR, '', 'input',
            help='A listing instead of a tree or table: one image path or gs:// URI per line (what `gcloud storage '
                 'ls -r gs://bucket/images` prints); labels and split folders from the folders, as for --input, '
@@ -167,15 +168,15 @@ OPTIONS = (
            metavar='N', help='Likewise for the shorter side (ImageNet-style: shorter side to N); not with '
                 '--resize_longest_side. Default: off'),
     Option('resize_filter', LOWER, None, 'images and examples',
-           help='Resampling filter of --resize_*: lanczos (default), bicubic, hamming, bilinear, box, nearest'),
+           choices=('lanczos', 'bicubic', 'hamming', 'bilinear', 'box', 'nearest'), help='Resampling filter of --resize_*: lanczos (default), bicubic, hamming, bilinear, box, nearest'),
     Option('resize_png', LOWER, None, 'images and examples',
-           help='A PNG that --resize_* re-encodes: keep (stays PNG, the default) or jpeg (stored as JPEG at '
+           choices=('keep', 'jpeg'), help='A PNG that --resize_* re-encodes: keep (stays PNG, the default) or jpeg (stored as JPEG at '
                 '--jpeg_quality when it has no alpha channel)'),
     Option('resize_smart', LOWER, None, 'images and examples',
-           help='on (default): re-encode only images over the --resize_* bound and store the others '
+           choices=('on', 'off'), help='on (default): re-encode only images over the --resize_* bound and store the others '
                 'byte-for-byte; off: re-encode every JPEG and PNG at --jpeg_quality, resizing those over it'),
     Option('resize_draft', LOWER, None, 'images and examples',
-           help='on (default): decode a JPEG at a reduced scale in the DCT domain (1/2, 1/4, 1/8; never below '
+           choices=('on', 'off'), help='on (default): decode a JPEG at a reduced scale in the DCT domain (1/2, 1/4, 1/8; never below '
                 'twice the final size) before the final resize, several times faster; off: decode at full size'),
     Option('max_pixels', INT, 89478485, 'images and examples',
            help='Reject images whose header claims more pixels (decompression bombs) before decoding'),
@@ -272,7 +273,10 @@ OPTIONS = (
                 "every local run; memory stays flat however many images) or in the runner's memory (off: about "
                 '1.5 KB per image). Remote runners use their own shuffle'),
     Option('progress', LOWER, 'auto', 'output',
-           choices=('auto', 'on', 'off'), help='Progress line during a local run (auto: on when stderr is a terminal, else a line every 10 s)'),
+           choices=('auto', 'on', 'off'), help='Progress bar of a local run. auto: the bar when stderr is a terminal or a notebook; piped or '
+                'in a log, no bar: only a line when nothing has moved for 15 s (saying what the run waits on), '
+                'and the summary at the end. on: the bar and a last progress line even when piped. off: no '
+                'bar and no stall line'),
     Option('debug', FLAG, False, 'output',
            help="On failure, show Beam's logs and the full traceback instead of a one-line message"),
 )

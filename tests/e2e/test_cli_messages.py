@@ -183,3 +183,54 @@ def test_version_alone_prints_the_tool_version_in_convert(capsys):
     from tfrecord_pipelines.commands.convert import run
     assert run(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"tfrecords {__version__}"
+
+
+@pytest.mark.parametrize("typed,meant", [("conver", "convert"), ("verfy", "verify"), ("chek", "check"),
+                                         ("cleanp", "cleanup")])
+def test_a_mistyped_command_gets_a_suggestion(typed, meant):
+    p = subprocess.run([TFRECORDS, typed], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and p.stdout == ""
+    first = p.stderr.splitlines()[0]
+    assert first == f"tfrecords: unknown command {typed!r}: did you mean {meant}? (tfrecords {meant} --help)", p.stderr
+    p = subprocess.run([TFRECORDS, "zzqq"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and p.stderr.splitlines()[0] == "tfrecords: unknown command 'zzqq'", p.stderr
+
+
+def test_help_lists_dry_run_the_resize_choices_and_what_progress_does_when_piped():
+    from tfrecord_pipelines.console.progress_line import ProgressLine
+    from tfrecord_pipelines.transforms.core.resize import FILTERS
+    p = subprocess.run([TFRECORDS, "convert", "--help"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    flat = " ".join(p.stdout.split())
+    assert "--dry_run (Beam's flag): on a local run, say what the run would list" in flat
+    assert "exit 1 if it says the run would be refused" in flat
+    assert f"--resize_filter {{{','.join(FILTERS)}}}" in flat
+    for flag, choices in (("resize_png", "keep,jpeg"), ("resize_smart", "on,off"), ("resize_draft", "on,off")):
+        assert f"--{flag} {{{choices}}}" in flat, flag
+    assert "--resize_longest_side N" in flat  # a number keeps its placeholder
+    # What a piped run shows (tests/e2e/test_progress.py::test_no_bar_where_nobody_watches_unless_asked and
+    # ::test_where_nobody_watches_a_stall_is_still_one_line): no bar, one line on a stall.
+    assert "every 10 s" not in flat
+    assert (f"piped or in a log, no bar: only a line when nothing has moved for {ProgressLine.STALL_SECONDS:g} s"
+            in flat)
+
+
+def test_resize_choices_keep_their_defaults_when_not_given(tmp_path):
+    # Choices in --help, yet an unset --resize_* flag still means its default (lanczos, keep, on, on).
+    from tfrecord_pipelines.options import table
+    values = table.parse_known(["--resize_longest_side", "64"])[0]
+    assert (values.resize_filter, values.resize_png, values.resize_smart, values.resize_draft) == (None,) * 4
+
+
+def test_a_dry_run_that_would_be_refused_exits_1(tmp_path, capsys):
+    root, out = str(tmp_path / "imgs"), str(tmp_path / "out")
+    make_tree(root, per_class=1)
+    assert convert("--input", root, "--output", out) == 0
+    before = sorted((d, sorted(f)) for d, _, f in os.walk(out))
+    capsys.readouterr()
+    assert convert("--input", root, "--output", out, "--dry_run") == 1
+    text = capsys.readouterr().out
+    assert f"would be refused: {out} already holds a dataset (1 shard); pass --overwrite" in text, text
+    assert sorted((d, sorted(f)) for d, _, f in os.walk(out)) == before
+    assert convert("--input", root, "--output", out, "--dry_run", "--overwrite") == 0
+    assert f"would replace the dataset in {out}: its manifest and 1 shard would be removed" in capsys.readouterr().out

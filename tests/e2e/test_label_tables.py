@@ -150,3 +150,53 @@ def test_json_integer_beyond_pythons_digit_limit_is_a_bad_row():
     got = _read(b'{"file": "a.jpg", "label": ' + b"9" * 5000 + b'}\n{"file": "b.jpg"}\n', "jsonl")
     assert isinstance(got[0][1], tables.BadRow) and "not valid JSON" in got[0][1].detail
     assert got[1] == (2, {"file": "b.jpg"})
+
+
+@pytest.mark.parametrize("sep", [";", "\t", "|"])
+def test_a_table_separated_by_another_delimiter_is_read_as_its_header_says(tmp_path, sep):
+    root, out = str(tmp_path / "imgs"), str(tmp_path / "out")
+    _images(root)
+    text = f"filename{sep}label\n0.jpg{sep}cat\n1.jpg{sep}dog\n2.jpg{sep}cat\n"  # as a comma-decimal Excel saves
+    table = write(os.path.join(root, "t.csv"), text.encode())
+    assert convert("--label_table", table, "--output", out) == 0
+    got = {scalar(r, "image/filename"): scalar(r, "image/class/text") for r in read_examples(out, "train")}
+    assert got == {"0.jpg": "cat", "1.jpg": "dog", "2.jpg": "cat"}
+    assert manifest(out)["label_map"]["classes"] == {"cat": 0, "dog": 1}
+
+
+def test_a_header_mixing_delimiters_is_refused_naming_them(tmp_path, capsys):
+    root = str(tmp_path / "imgs")
+    _images(root, 2)
+    table = write(os.path.join(root, "t.csv"), b"filename;label|split\n0.jpg;cat|train\n1.jpg;dog|train\n")
+    assert convert("--label_table", table, "--output", str(tmp_path / "o")) == 2
+    err = capsys.readouterr().err
+    assert "no path column found among ['filename;label|split']" in err, err
+    assert "hold ';' and '|'" in err and "save the table with one delimiter" in err, err
+    assert "Traceback" not in err and not os.path.exists(tmp_path / "o")
+
+
+def test_white_space_around_a_label_is_not_part_of_it_in_a_table_or_a_folder(tmp_path):
+    # One rule (docs/labels.md): `cat ` in a cell and a folder `cat ` are both the class `cat`.
+    root = str(tmp_path / "imgs")
+    write(os.path.join(root, "cat ", "0.jpg"), image_bytes(seed=0))
+    write(os.path.join(root, " dog", "1.jpg"), image_bytes(seed=1))
+    flat = str(tmp_path / "flat")
+    _images(flat, 2)
+    table = write(os.path.join(flat, "t.csv"), b'filename,label\n0.jpg,"cat "\n1.jpg," dog"\n')
+    by_folder, by_table = str(tmp_path / "folder"), str(tmp_path / "table")
+    assert convert("--input", root, "--output", by_folder) == 0
+    assert convert("--label_table", table, "--output", by_table) == 0
+    for out in (by_folder, by_table):
+        got = sorted(scalar(r, "image/class/text") for r in read_examples(out, "train"))
+        assert got == ["cat", "dog"], out
+        assert manifest(out)["label_map"]["classes"] == {"cat": 0, "dog": 1}, out
+
+
+def test_folders_differing_only_in_end_spaces_are_refused_naming_both(tmp_path, capsys):
+    root, out = str(tmp_path / "imgs"), str(tmp_path / "out")
+    write(os.path.join(root, "cat", "0.jpg"), image_bytes(seed=0))
+    write(os.path.join(root, "cat ", "1.jpg"), image_bytes(seed=1))
+    assert convert("--input", root, "--output", out) == 1
+    err = capsys.readouterr().err
+    assert "folders 'cat' and 'cat ' have names that differ only in white space at their ends" in err, err
+    assert "Traceback" not in err and not os.path.exists(os.path.join(out, "manifest.json"))

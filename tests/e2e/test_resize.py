@@ -371,10 +371,10 @@ def test_a_corrupt_large_image_is_rejected_as_validation_would(tmp_path):
     (["--resize_shorter_side", "0"], "--resize_shorter_side 0 must be a positive number of pixels"),
     (["--resize_longest_side", "-5"], "--resize_longest_side -5 must be a positive number of pixels"),
     (["--resize_longest_side", "64", "--resize_shorter_side", "64"], "exclude each other"),
-    (["--resize_longest_side", "64", "--resize_filter", "cubic"],
-     "--resize_filter 'cubic': allowed are lanczos, bicubic, hamming, bilinear, box, nearest"),
-    (["--resize_longest_side", "64", "--resize_png", "webp"], "--resize_png 'webp': allowed are keep, jpeg"),
-    (["--resize_longest_side", "64", "--resize_smart", "yes"], "--resize_smart 'yes': allowed are on, off"),
+    # argparse's own words for a value outside the choices --help lists (its quoting varies by Python).
+    (["--resize_longest_side", "64", "--resize_filter", "cubic"], "--resize_filter: invalid choice: 'cubic'"),
+    (["--resize_longest_side", "64", "--resize_png", "webp"], "--resize_png: invalid choice: 'webp'"),
+    (["--resize_longest_side", "64", "--resize_smart", "yes"], "--resize_smart: invalid choice: 'yes'"),
     (["--resize_filter", "bicubic"], "--resize_filter need a bound: --resize_longest_side N or"),
 ])
 def test_bad_resize_options_fail_at_once(tmp_path, capsys, args, message):

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tfrecord_pipelines.annotation_input import AnnotationUsageError, _yaml
+from tfrecord_pipelines.options.annotation_input import AnnotationUsageError, _yaml
 from tfrecord_pipelines.transforms.core import tables
 from tfrecord_pipelines.transforms.core.annotations import AnnotationError, coco, join, yolo
 

@@ -87,3 +87,13 @@ def test_the_image_root_of_rows(tmp_path, monkeypatch):
     assert relative_paths(["gs://a/1.jpg", "gs://b/2.jpg"]) == (os.getcwd(), ["gs://a/1.jpg", "gs://b/2.jpg"])
     assert relative_paths(["/d/cat/1.jpg", "cat/2.jpg", "/e/3.jpg"], "/d") == \
         ("/d", ["cat/1.jpg", "cat/2.jpg", "/e/3.jpg"])  # outside the root: an unsafe_path reject, as in a table
+
+
+def test_resize_keywords_take_their_choices_from_python():
+    from tfrecord_pipelines.options.keywords import split_keywords
+    from tfrecord_pipelines.transforms.core.errors import UsageError
+    ours, _ = split_keywords("convert", {"resize_longest_side": 64, "resize_filter": "BICUBIC", "resize_png": "jpeg",
+                                         "resize_smart": None}, ())
+    assert (ours.resize_filter, ours.resize_png, ours.resize_smart) == ("bicubic", "jpeg", None)
+    with pytest.raises(UsageError, match=r"resize_filter='cubic': invalid choice: 'cubic' \(choose from 'lanczos'"):
+        split_keywords("convert", {"resize_filter": "cubic"}, ())

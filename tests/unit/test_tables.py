@@ -62,3 +62,19 @@ def test_relative_paths_are_confined_and_normalised():
 def test_extension_detection_for_ids():
     assert tables.has_image_extension("a/b.JPG") and not tables.has_image_extension("0000971160_1")
     assert tables.strip_extension("a/b.png") == "a/b" and tables.strip_extension("a/b.txt") is None
+
+
+@pytest.mark.parametrize("header,fmt,sep", [
+    ("filename,label", "csv", ","), ("filename;label", "csv", ";"), ("filename\tlabel", "csv", "\t"),
+    ("filename|label", "csv", "|"), ("filename", "csv", ","), ("filename\tlabel", "tsv", "\t"),
+    ("filename,label", "tsv", ","), ("file;name,label", "csv", ","), ("filename;label|x", "csv", ","),
+])
+def test_the_delimiter_comes_from_the_header_line(header, fmt, sep):
+    assert tables.sniff_delimiter(header + "\n", fmt) == sep
+
+
+def test_a_semicolon_table_after_blank_lines_keeps_its_line_numbers():
+    assert rows("\n\nfilename;label\na.jpg; cat\n\nb.jpg;dog\n") == [
+        (1, {"filename": "a.jpg", "label": "cat"}), (2, {"filename": "b.jpg", "label": "dog"})]
+    _, got = tables.open_rows(tables.text_stream(io.BytesIO(b"\nfilename;label\na.jpg;cat\n")), "csv")
+    assert [n for n, _ in got] == [3]

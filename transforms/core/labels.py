@@ -83,19 +83,29 @@ def is_utf8(text: str) -> bool:
     return True
 
 
+def label_name(text: Optional[str]) -> Optional[str]:
+    """A label as it is compared and stored, wherever it comes from (a table
+    cell, a folder name, a --label_regex match): white space at either end
+    is not part of it (`cat ` is `cat`: a trailing space is a typo or a
+    table's layout, never a class of its own), and it is in NFC. None for
+    nothing left."""
+    text = nfc(text.strip()) if text else None
+    return text or None
+
+
 def _raw_label(rec: Rec, spec: LabelSpec) -> Optional[str]:
     if spec.source is LabelSource.TABLE:
-        return nfc(rec.label_text.strip()) if rec.label_text else None
+        return label_name(rec.label_text)
     if spec.source is LabelSource.FOLDER:
         folder = label_folder(rec, spec)
-        return nfc(folder.rsplit("/", 1)[-1]) if folder else None
+        return label_name(folder.rsplit("/", 1)[-1]) if folder else None
     if spec.source is LabelSource.REGEX:
         m = re.search(spec.regex, posixpath.basename(rec.rel))
         if not m:
             return None
         if "label" in m.re.groupindex:
-            return nfc(m.group("label"))
-        return nfc(m.group(1) if m.re.groups else m.group(0))
+            return label_name(m.group("label"))
+        return label_name(m.group(1) if m.re.groups else m.group(0))
     return None
 
 
@@ -184,15 +194,20 @@ class LabelMap:
 
 
 def check_folder_twins(folders: Iterable[str]) -> None:
-    """Two folders whose names differ only in Unicode form (NFC vs NFD) would
-    be one class under two spellings: a true collision, refused by name."""
+    """Two folders whose names differ only in Unicode form (NFC vs NFD), or
+    only in white space at their ends (`cat` and `cat `), would be one class
+    under two spellings: a true collision, refused by name."""
     seen: dict = {}
     for f in sorted(folders):
-        key = unicodedata.normalize("NFC", f)
+        key = "/".join(unicodedata.normalize("NFC", part).strip() for part in f.split("/"))
         if key in seen and seen[key] != f:
             a, b = seen[key], f
-            raise LabelError(f"folders {a!r} and {b!r} have the same name in different Unicode forms "
-                             f"({_form(a)} and {_form(b)}), so they would be one class; merge or rename one of them")
+            if unicodedata.normalize("NFC", a) == unicodedata.normalize("NFC", b):
+                why = f"the same name in different Unicode forms ({_form(a)} and {_form(b)})"
+            else:
+                why = "names that differ only in white space at their ends (not part of a label)"
+            raise LabelError(f"folders {a!r} and {b!r} have {why}, so they would be one class; merge or rename "
+                             "one of them")
         seen[key] = f
 
 

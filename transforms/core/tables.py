@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+import itertools
 import json
 import os
 import posixpath
@@ -169,6 +170,35 @@ def _readline(stream: TextIO, limit: int, n: int) -> str:
                            "read; pass the right --table_encoding") from None
 
 
+DELIMITERS = (",", ";", "\t", "|")
+
+
+def sniff_delimiter(header_line: str, fmt: str) -> str:
+    """The cell delimiter of a CSV/TSV table, from its header line: the
+    format's own (`,` for .csv, TAB for .tsv) when the header holds it, else
+    the one other of `, ; TAB |` it holds (a `;` table is what a spreadsheet
+    set to a comma-decimal locale saves as .csv). A header holding none, or
+    several, keeps the format's: one column, or a header that
+    pick_column's message shows as it was read (delimiter_hint)."""
+    own = "\t" if fmt == "tsv" else ","
+    if _BAD in header_line or own in header_line:
+        return own
+    others = [d for d in DELIMITERS if d != own and d in header_line]
+    return others[0] if len(others) == 1 else own
+
+
+def delimiter_hint(columns: list) -> str:
+    """What a header read as one cell (or cells holding a delimiter) suggests:
+    a table separated by a character other than the one it was read with."""
+    held = [d for d in DELIMITERS if any(d in c for c in columns)]
+    if not held:
+        return ""
+    shown = " and ".join("TAB" if d == "\t" else repr(d) for d in held)
+    return (f". Its header cells {columns[:4]} hold {shown}: a table is split at the delimiter of its format "
+            "(',' for .csv, TAB for .tsv) when the header line holds it, else at the one other of , ; TAB | "
+            "it holds; save the table with one delimiter, e.g. filename;label")
+
+
 def open_rows(stream: TextIO, fmt: str, exact: tuple = ()) -> tuple[list, Iterator[tuple]]:
     """(header, rows): the CSV/TSV header (the first non-blank row; [] for
     JSON Lines), and (line number, {column: stripped string} or BadRow) for
@@ -179,8 +209,15 @@ def open_rows(stream: TextIO, fmt: str, exact: tuple = ()) -> tuple[list, Iterat
     if fmt == LIST_FORMAT:
         return [LIST_COLUMN], _iter_list(stream)
     bad: dict = {}
-    counter = _Counting(_lines(stream, bad))
-    reader = csv.reader(counter, delimiter="\t" if fmt == "tsv" else ",", skipinitialspace=True)
+    lines = _lines(stream, bad)
+    before = []  # the blank lines before the header, and the header line
+    for line in lines:
+        before.append(line)
+        if line.strip():
+            break
+    delimiter = sniff_delimiter(before[-1] if before else "", fmt)
+    counter = _Counting(itertools.chain(before, lines))
+    reader = csv.reader(counter, delimiter=delimiter, skipinitialspace=True)
     rows = _csv_rows(reader, counter, bad)
     for n, row in rows:
         if isinstance(row, BadRow):

@@ -253,7 +253,7 @@ def new_run_id(tag: str = "") -> str:
     by start, so --keep_versions keeps the newest (two versions made in one
     second tied on a start to the second, and the random part then chose);
     the first 15 characters are the start to the second ("YYYYmmdd-HHMMSS"), in UTC."""
-    # UTC, the clock of version names (pipelines/versions.py): a run under another TZ must not look hours
+    # UTC, the clock of version names (pipelines/outputs/versions.py): a run under another TZ must not look hours
     # newer or older than its neighbours when LATEST's runs are compared
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S-%f-") + tag + uuid.uuid4().hex[:8]
 
