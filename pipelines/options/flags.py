@@ -111,7 +111,11 @@ def check_flags(argv: list, runner: str = "") -> None:
     """Raises FlagError for the first flag that neither we nor Beam declare
     (Beam would silently drop it: `--num_shard 4` would run with the default),
     with a suggestion, or for a bad value of a declared flag. `runner`: the
-    run's --runner as the plan read it (check_runner)."""
+    run's --runner as the plan read it, else read here (check_runner)."""
+    if not runner:
+        given = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+        given.add_argument("--runner", default="")
+        runner = given.parse_known_args(argv)[0].runner
     check_runner(runner)
     parser = _all_options_parser()
     _, unknown = parser.parse_known_args(argv)
