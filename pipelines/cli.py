@@ -38,9 +38,9 @@ def main(argv=None) -> None:
     if cmd in ("convert", "check"):
         if cmd == "convert":
             from tfrecord_pipelines.commands import convert
-            exit_now(convert.run(rest, prog="tfrecords convert"))
+            exit_now(convert.run(rest, prog="tfrecords convert", own_process=True))
         from tfrecord_pipelines.commands import check
-        exit_now(check.run(rest))
+        exit_now(check.run(rest, own_process=True))
     # The commands that read an output anyone may have written end with one line, whatever it holds.
     if cmd == "report":
         from tfrecord_pipelines.commands import report

@@ -5,4 +5,4 @@ module: `tfrecord_pipelines.convert` is the Python API's function (__init__.py).
 if __name__ == "__main__":
     from tfrecord_pipelines.commands.convert import run
     from tfrecord_pipelines.console.process import exit_now
-    exit_now(run())
+    exit_now(run(own_process=True))

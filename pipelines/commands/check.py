@@ -23,6 +23,6 @@ from typing import Optional
 from tfrecord_pipelines.commands import convert
 
 
-def run(argv: Optional[list] = None) -> int:
+def run(argv: Optional[list] = None, own_process: bool = False) -> int:
     """`tfrecords check ARGS`: convert's path with check_only (its summary: summary.print_check_outcome)."""
-    return convert.run(argv, prog="tfrecords check", check_only=True)
+    return convert.run(argv, prog="tfrecords check", check_only=True, own_process=own_process)

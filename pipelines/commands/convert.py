@@ -18,12 +18,13 @@ from tfrecord_pipelines.run.plan import Plan
 
 
 def run(argv: Optional[list] = None, prog: str = "python -m tfrecord_pipelines.convert",
-        check_only: bool = False) -> int:
-    """The command in a fresh process: its plan decided from the arguments
-    before Beam is imported, then the run with the speed layer applied
-    (pipelines/speed/) as the plan allows."""
+        check_only: bool = False, own_process: bool = False) -> int:
+    """The command: its plan decided from the arguments before Beam is
+    imported, then the run with the speed layer applied (pipelines/speed/) as
+    the plan allows. `own_process`: called by the command's entry point (a
+    fresh process that ends with the command), where Beam may be imported lean."""
     argv = _bare_dry_run(list(sys.argv[1:] if argv is None else argv))
-    plan = Plan.from_argv(argv, command_line=True)
+    plan = Plan.from_argv(argv, command_line=True, own_process=own_process)
     with speed.applied(plan.speed):
         return _run(argv, prog, check_only, plan)
 

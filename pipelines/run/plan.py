@@ -60,9 +60,11 @@ class Plan:
 
     @classmethod
     def decide(cls, values, beam: Mapping, command_line: bool = False,
-               environ: Optional[Mapping] = None, other_args: tuple = ()) -> "Plan":
+               environ: Optional[Mapping] = None, other_args: tuple = (), own_process: bool = False) -> "Plan":
         """`other_args`: the command line's arguments that are neither ours nor
-        the three above (a --temp_location gs://... makes the run remote-pathed)."""
+        the three above (a --temp_location gs://... makes the run remote-pathed).
+        `own_process`: the process is the command's alone (its entry point), so
+        Beam may be imported lean: nothing else will ask it for a connector."""
         environ = os.environ if environ is None else environ
         runner = beam.get("runner") or ""
         runner_name = runner if isinstance(runner, str) else type(runner).__name__
@@ -71,7 +73,8 @@ class Plan:
         remote_paths = any("://" in v for v in (*_texts(values, beam), *map(str, other_args)))
         if not local:
             return cls(runner=runner_name, local=False, workers=0, running_mode="", remote_paths=remote_paths,
-                       debug=debug, speed=_speedups(command_line, False, False, debug, remote_paths, environ))
+                       debug=debug, speed=_speedups(command_line, False, False, debug, remote_paths, environ,
+                                                    own_process))
         given_workers = beam.get("direct_num_workers")
         mode = str(beam.get("direct_running_mode") or "")
         workers = _int(given_workers) or os.cpu_count() or 1  # 0 means all cores, as in Beam
@@ -90,10 +93,11 @@ class Plan:
         multi = running == "multi_processing"
         return cls(runner=runner_name, local=True, workers=workers, running_mode=running, mode_given=mode,
                    small_input=small, reads_in_flight=in_flight, remote_paths=remote_paths, debug=debug,
-                   speed=_speedups(command_line, True, multi, debug, remote_paths, environ))
+                   speed=_speedups(command_line, True, multi, debug, remote_paths, environ, own_process))
 
     @classmethod
-    def from_argv(cls, argv: list, command_line: bool = True, environ: Optional[Mapping] = None) -> "Plan":
+    def from_argv(cls, argv: list, command_line: bool = True, environ: Optional[Mapping] = None,
+                  own_process: bool = False) -> "Plan":
         """The plan of a command line (`tfrecords convert ARGS`), read with our
         options' parser and Beam's three; a bad value leaves the defaults (the
         flags' check words it)."""
@@ -105,7 +109,7 @@ class Plan:
         for name in BEAM_NAMES:
             parser.add_argument("--" + name, default=None)
         beam, others = parser.parse_known_args(rest)
-        return cls.decide(values, vars(beam), command_line, environ, tuple(others))
+        return cls.decide(values, vars(beam), command_line, environ, tuple(others), own_process)
 
 
 def _texts(values, beam: Mapping):
@@ -126,11 +130,11 @@ def _int(v) -> int:
 
 
 def _speedups(command_line: bool, local: bool, multi: bool, debug: bool, remote_paths: bool,
-              environ: Mapping) -> speed.Speedups:
+              environ: Mapping, own_process: bool) -> speed.Speedups:
     switch = environ.get(speed.SWITCH_ENV, "1") != "0"
     on = command_line and switch
     beam_ok = on and speed.supported()
-    return speed.Speedups(lean_import=beam_ok and local and not remote_paths, shortcuts=beam_ok,
+    return speed.Speedups(lean_import=beam_ok and own_process and local and not remote_paths, shortcuts=beam_ok,
                           zygote=beam_ok and local and multi and speed.can_fork(),
                           quiet_workers=on and local and not debug,
                           no_interactive_labels=switch and speed.supported())

@@ -58,7 +58,7 @@ def test_the_speed_layer_is_only_used_with_a_supported_beam_version(monkeypatch)
     monkeypatch.delenv("TFRECORDS_SPEEDUPS", raising=False)
     argv = ["--input", "/nowhere", "--output", "/out", "--direct_num_workers", "2"]
     if speed.supported():  # the installed Beam is a supported one: the command line gets every part
-        assert Plan.from_argv(argv).speed == speed.Speedups(True, True, speed.can_fork(), True, True)
+        assert Plan.from_argv(argv, own_process=True).speed == speed.Speedups(True, True, speed.can_fork(), True, True)
     monkeypatch.setattr(speed, "SUPPORTED_BEAM", ())
     assert not speed.supported()
-    assert Plan.from_argv(argv).speed == speed.Speedups(quiet_workers=True)  # nothing that reaches into Beam
+    assert Plan.from_argv(argv, own_process=True).speed == speed.Speedups(quiet_workers=True)  # nothing that reaches into Beam

@@ -119,7 +119,7 @@ def _cli_run(argv: list, env: dict) -> tuple:
             "install = shortcuts.install\n"
             "shortcuts.install = lambda: seen.append(1) or install()\n"
             "from tfrecord_pipelines.commands.convert import run\n"
-            "rc = run(argv)\n"
+            "rc = run(argv, own_process=True)\n"
             f"print(json.dumps([rc, [m for m in {NEVER!r} if m in sys.modules], bool(seen)]))\n")
     # A user's local run: without the GCS emulator's variables, which the session's `gcs` fixture sets.
     base = {k: v for k, v in os.environ.items() if k not in ("STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
@@ -183,10 +183,11 @@ def lean_beam_unused() -> tuple:
 
 def test_only_local_runs_on_local_files_import_lean():
     from tfrecord_pipelines.run.plan import Plan
-    lean = lambda argv: Plan.from_argv(argv).speed.lean_import  # noqa: E731
+    lean = lambda argv: Plan.from_argv(argv, own_process=True).speed.lean_import  # noqa: E731
     assert lean(["--input", "/data", "--output", "/out"])
     assert not lean(["--input", "gs://b/data", "--output", "/out"])
     assert not lean(["--input", "/data", "--temp_location=gs://b/tmp"])
     assert not lean(["--input", "/data", "--runner", "DataflowRunner"])
     assert not lean(["--input", "/data", "--runner=PortableRunner"])
     assert not Plan.from_argv(["--input", "/data"], command_line=False).speed.any  # a library call: never
+    assert not Plan.from_argv(["--input", "/data"]).speed.lean_import  # a process that is not the command's own
