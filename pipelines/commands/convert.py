@@ -1,7 +1,8 @@
 """`tfrecords convert` (and `tfrecords check`, the same flags with
 check_only): the flags checked, the conversion configured and executed
 (conversion.py), then the summary (summary.py); every failure one line.
-Exit status (process.py): 0 done, 1 the run failed, 2 a usage error.
+Exit status (process.py): 0 done, 1 the run failed, 2 a usage error, 130
+interrupted (SIGINT), 143 terminated (SIGTERM).
 
     tfrecords convert --input ./images --output ./out [Beam flags]
 """
@@ -24,8 +25,15 @@ def run(argv: Optional[list] = None, prog: str = "python -m tfrecord_pipelines.c
     (pipelines/speed/) as the plan allows."""
     argv = _bare_dry_run(list(sys.argv[1:] if argv is None else argv))
     plan = Plan.from_argv(argv, command_line=True)
-    with speed.applied(plan.speed):
-        return _run(argv, prog, check_only, plan)
+    with process.interrupts(plan.debug):
+        try:
+            with speed.applied(plan.speed):
+                return _run(argv, prog, check_only, plan)
+        except KeyboardInterrupt as e:  # before the run started, or while its summary was printed
+            if plan.debug:
+                raise
+            process.error("interrupted; nothing was published")
+            return process.interrupted_status(e)
 
 
 def _run(argv: list, prog: str, check_only: bool, plan: Plan) -> int:
@@ -66,7 +74,12 @@ def _run(argv: list, prog: str, check_only: bool, plan: Plan) -> int:
     except (UsageError, run_lock.LockHeld) as e:
         process.error(str(e))
         return process.USAGE
-    except (Exception, KeyboardInterrupt) as e:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (process.interrupts)
+        if debug:
+            raise
+        process.error(lifecycle.describe_interrupt(cfg))
+        return process.interrupted_status(e)
+    except Exception as e:
         if debug:
             raise
         process.error(lifecycle.describe_failure(e, cfg.output.output, cfg.output.run_id))
@@ -105,7 +118,12 @@ def _preview(job) -> int:
     try:
         got = lifecycle.preview(job)
         summary.print_preview(got, job.cfg)
-    except (Exception, KeyboardInterrupt) as e:
+    except KeyboardInterrupt as e:
+        if job.plan.debug:
+            raise
+        process.error("interrupted; nothing was read, locked or written")
+        return process.interrupted_status(e)
+    except Exception as e:
         if job.plan.debug:
             raise
         process.error(lifecycle.describe_failure(e, ''))
