@@ -82,6 +82,9 @@ def _run(argv: list, prog: str, check_only: bool, plan: Plan) -> int:
     except Exception as e:
         if debug:
             raise
+        if process.interrupted_by() is not None:  # the in-process runner's wrapping of the KeyboardInterrupt
+            process.error(lifecycle.describe_interrupt(cfg))
+            return process.interrupted_by()
         process.error(lifecycle.describe_failure(e, cfg.output.output, cfg.output.run_id))
         return process.FAILED
     try:

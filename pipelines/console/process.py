@@ -40,7 +40,8 @@ def interrupts(debug: bool = False):
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    came = []
+    came = _came
+    came.clear()
 
     def on_signal(signum, frame):
         came.append(signum)
@@ -61,6 +62,19 @@ def interrupts(debug: bool = False):
         threading.excepthook = hook
         for sig, previous in handlers.items():
             signal.signal(sig, previous)
+        came.clear()
+
+
+_came: list = []  # the signals `interrupts` caught, while inside it
+
+
+def interrupted_by():
+    """The status for the signal `interrupts` caught (a run in Beam's
+    in-process runner gets its KeyboardInterrupt back as a RuntimeError of
+    the step it stopped); None if none came."""
+    if not _came:
+        return None
+    return TERMINATED if _came[0] == signal.SIGTERM else INTERRUPTED
 
 
 def interrupted_status(e: BaseException) -> int:
