@@ -32,7 +32,7 @@ def run(argv: Optional[list] = None, prog: str = "python -m tfrecord_pipelines.c
         except KeyboardInterrupt as e:  # before the run started, or while its summary was printed
             if plan.debug:
                 raise
-            process.error("interrupted; nothing was published")
+            process.error("interrupted: nothing was published")
             return process.interrupted_status(e)
 
 
@@ -124,7 +124,7 @@ def _preview(job) -> int:
     except KeyboardInterrupt as e:
         if job.plan.debug:
             raise
-        process.error("interrupted; nothing was read, locked or written")
+        process.error("interrupted: nothing was read, locked or written")
         return process.interrupted_status(e)
     except Exception as e:
         if job.plan.debug:
