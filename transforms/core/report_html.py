@@ -265,10 +265,6 @@ def _n(v) -> str:
     return _e(v)
 
 
-def _plural(n, word: str, many: str = "") -> str:
-    return f"{_n(n)} {word if n == 1 else many or word + 's'}"
-
-
 def _img(thumb: bytes, alt: str, cls: str = "thumb") -> str:
     if not thumb:
         return f'<div class="nothumb" title="{_e(alt)}">no preview</div>'
