@@ -7,6 +7,7 @@ import io
 import json
 from typing import Iterator, Optional
 
+from tfrecord_pipelines.transforms.core import findings
 from tfrecord_pipelines.transforms.storage import fsutil, layout
 
 
@@ -39,6 +40,8 @@ class ConversionResult:
     manifest: Optional[dict] = dataclasses.field(default=None, repr=False)
     report: Optional[str] = None   # report.html's path, None when it was not written
     seconds: float = 0.0
+    # report.html's "Look at these": (kind, count, text) Findings (transforms/core/findings.py)
+    findings: tuple = ()
 
     @property
     def rejects_file(self) -> str:
@@ -67,7 +70,8 @@ class ConversionResult:
                    splits={k: s["records"] for k, s in m["splits"].items()},
                    counts={k: v for k, v in m["counts"].items() if k != "excluded"},
                    rejects_by_reason=dict(m["rejects_by_reason"]), manifest=m,
-                   report=fsutil.join(output, report) if report else None, seconds=seconds)
+                   report=fsutil.join(output, report) if report else None, seconds=seconds,
+                   findings=tuple(findings.findings(m)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +87,7 @@ class CheckResult:
     figures: Optional[dict] = dataclasses.field(default=None, repr=False)  # check.json
     report: Optional[str] = None
     seconds: float = 0.0
+    findings: tuple = ()  # as ConversionResult's, of the records that would be written
 
     def rejects(self) -> Iterator[dict]:
         from tfrecord_pipelines.transforms.stages.check_report import CHECK_REJECTS
@@ -97,7 +102,8 @@ class CheckResult:
                    splits={k: s["records"] for k, s in f["splits"].items()},
                    counts={k: v for k, v in f["counts"].items() if k != "excluded"},
                    rejects_by_reason=dict(f["rejects_by_reason"]), figures=f,
-                   report=fsutil.join(output, report) if report else None, seconds=seconds)
+                   report=fsutil.join(output, report) if report else None, seconds=seconds,
+                   findings=tuple(findings.findings(f, check=True)))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """`tfrecords convert` (and `tfrecords check`, the same flags with
 check_only): the flags checked, the conversion configured and executed
 (conversion.py), then the summary (summary.py); every failure one line.
-Exit status (process.py): 0 done, 1 the run failed, 2 a usage error.
+Exit status (process.py): 0 done, 1 the run failed, 2 a usage error, 130
+interrupted (SIGINT), 143 terminated (SIGTERM).
 
     tfrecords convert --input ./images --output ./out [Beam flags]
 """
@@ -25,8 +26,15 @@ def run(argv: Optional[list] = None, prog: str = "python -m tfrecord_pipelines.c
     fresh process that ends with the command), where Beam may be imported lean."""
     argv = _bare_dry_run(list(sys.argv[1:] if argv is None else argv))
     plan = Plan.from_argv(argv, command_line=True, own_process=own_process)
-    with speed.applied(plan.speed):
-        return _run(argv, prog, check_only, plan)
+    with process.interrupts(plan.debug):
+        try:
+            with speed.applied(plan.speed):
+                return _run(argv, prog, check_only, plan)
+        except KeyboardInterrupt as e:  # before the run started, or while its summary was printed
+            if plan.debug:
+                raise
+            process.error("interrupted: nothing was published")
+            return process.interrupted_status(e)
 
 
 def _run(argv: list, prog: str, check_only: bool, plan: Plan) -> int:
@@ -67,9 +75,17 @@ def _run(argv: list, prog: str, check_only: bool, plan: Plan) -> int:
     except (UsageError, run_lock.LockHeld) as e:
         process.error(str(e))
         return process.USAGE
-    except (Exception, KeyboardInterrupt) as e:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (process.interrupts)
         if debug:
             raise
+        process.error(lifecycle.describe_interrupt(cfg))
+        return process.interrupted_status(e)
+    except Exception as e:
+        if debug:
+            raise
+        if process.interrupted_by() is not None:  # the in-process runner's wrapping of the KeyboardInterrupt
+            process.error(lifecycle.describe_interrupt(cfg))
+            return process.interrupted_by()
         process.error(lifecycle.describe_failure(e, cfg.output.output, cfg.output.run_id))
         return process.FAILED
     try:
@@ -106,7 +122,12 @@ def _preview(job) -> int:
     try:
         got = lifecycle.preview(job)
         refused = summary.print_preview(got, job.cfg)
-    except (Exception, KeyboardInterrupt) as e:
+    except KeyboardInterrupt as e:
+        if job.plan.debug:
+            raise
+        process.error("interrupted: nothing was read, locked or written")
+        return process.interrupted_status(e)
+    except Exception as e:
         if job.plan.debug:
             raise
         process.error(lifecycle.describe_failure(e, ''))

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from tfrecord_pipelines.run import runtime
 from tfrecord_pipelines.options.config import ConvertConfig
+from tfrecord_pipelines.transforms.core import findings
 from tfrecord_pipelines.transforms.core.specs import LabelType
 from tfrecord_pipelines.transforms.core.units import human_bytes, plural
 from tfrecord_pipelines.transforms.storage import fsutil, layout, report_data
@@ -28,6 +29,8 @@ def print_summary(output: str, seconds: float, out=None) -> None:
     for name, s in m["splits"].items():
         print(f"{name:<14}{s['records']:>10,}{s['num_shards']:>8}{human_bytes(s['bytes']):>12}  "
               f"{fsutil.join(output, s['pattern'])}", file=out)
+    for line in findings_lines(m, output):
+        print(line, file=out)
     for name, s in m["splits"].items():
         empty = sum(1 for e in s["shards"] if not e["records"])
         if empty:
@@ -81,6 +84,19 @@ def _print_warnings(m: dict) -> None:
     warnings = m.get("warnings")
     for line in warnings if isinstance(warnings, list) else []:
         print(f"warning: {line}", file=sys.stderr)
+
+
+def findings_lines(m: dict, output: str, check: bool = False) -> list:
+    """Where report.html is (when it was written) and its "Look at these"
+    findings with their counts (transforms/core/findings.py)."""
+    note = m.get("report")
+    name = note.get("file") if isinstance(note, dict) else None
+    lines = [f"report: {fsutil.join(output, name)}"] if isinstance(name, str) and name else []
+    found = findings.findings(m, check)
+    if found:
+        lines.append("look at these:")
+        lines += [f"  {f.text}" for f in found]
+    return lines
 
 
 def report_lines(note) -> list:
@@ -292,11 +308,12 @@ def print_check_summary(output: str, seconds: float, file=None) -> int:
     file = file or sys.stdout
     f = json.loads(fsutil.read_bytes(fsutil.join(output, CHECK_JSON)))
     c = f["counts"]
-    print(f"\nChecked in {seconds:.1f} s; nothing was converted. Report: {fsutil.join(output, report_data.REPORT)}",
-          file=file)
+    print(f"\nChecked in {seconds:.1f} s; nothing was converted.", file=file)
     print(f"{'split':<14}{'valid':>10}{'classes':>9}", file=file)
     for name, s in f["splits"].items():
         print(f"{name:<14}{s['records']:>10,}{len(s['label_counts']):>9,}", file=file)
+    for line in findings_lines(f, output, check=True):
+        print(line, file=file)
     for line in count_lines(c, "valid", f["rejects_by_reason"], fsutil.join(output, CHECK_REJECTS)):
         print(line, file=file)
     q = f.get("quality") or {}

@@ -28,6 +28,7 @@ from tfrecord_pipelines.run import offline
 from tfrecord_pipelines.outputs import versions
 from tfrecord_pipelines.options.config import ConvertConfig
 from tfrecord_pipelines.transforms.core.errors import UsageError
+from tfrecord_pipelines.transforms.core.units import plural
 from tfrecord_pipelines.console.progress_line import ProgressLine
 from tfrecord_pipelines.run.stderr_filter import filtered_stderr
 from tfrecord_pipelines.transforms.core import errors
@@ -293,6 +294,39 @@ def _unseen_paths(local_paths: tuple) -> str:
             "at the same place")
 
 
+def describe_interrupt(cfg: ConvertConfig) -> str:
+    """The line for a run stopped by SIGINT or SIGTERM: nothing published,
+    what its resume area keeps (transforms/storage/resume.py), and that the
+    same command resumes from it."""
+    parent = cfg.output.resume_parent
+    if not parent:
+        return "interrupted: nothing was published; the same command starts the run again"
+    try:
+        done = _completed_shards(parent)
+    except Exception:  # the line stands without the count
+        done = None
+    if done is None:
+        return ("interrupted: nothing was published; the completed shards are kept and the same command resumes "
+                "from them")
+    if not done:
+        return "interrupted: nothing was published and no shard was complete; the same command starts the run again"
+    return (f"interrupted: nothing was published; the {plural(done, 'completed shard')} "
+            f"{'is' if done == 1 else 'are'} kept and the same command resumes from {'it' if done == 1 else 'them'}")
+
+
+def _completed_shards(parent: str) -> Optional[int]:
+    """The complete shards (those with a done-record) in the resume area
+    written last under `parent`: this run's (another run's would be older);
+    None when that cannot be told (a bucket keeps no folder times)."""
+    found = resume.areas(parent)
+    if not found:
+        return 0
+    if not fsutil.is_local(parent):
+        return None
+    newest = max(found, key=lambda a: os.stat(a).st_mtime_ns)
+    return sum(1 for n in os.listdir(newest) if n.endswith(resume.DONE_SUFFIX))
+
+
 def describe_failure(e: BaseException, output: str, run_id: str = "", remote: bool = False,
                      local_paths: tuple = ()) -> str:
     """One line for any failure of a run: ours by their message, an OS error
@@ -305,7 +339,7 @@ def describe_failure(e: BaseException, output: str, run_id: str = "", remote: bo
     if own is not None:
         return str(own) + (_rejects_by_reason(output, run_id) if isinstance(own, TooManyRejects) else "")
     if isinstance(e, KeyboardInterrupt):
-        return "interrupted; nothing was published"
+        return "interrupted: nothing was published"
     text = f"{type(e).__name__}: {e}" if isinstance(e, OSError) else str(e)
     ours = _ours_in(text) if "Traceback (most recent call last)" in text else None
     if ours is not None:

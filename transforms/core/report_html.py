@@ -33,7 +33,7 @@ from typing import Iterable, NamedTuple, Optional
 
 from PIL import Image, ImageOps
 
-from tfrecord_pipelines.transforms.core import images, quality, svg_charts
+from tfrecord_pipelines.transforms.core import findings, images, quality, svg_charts
 from tfrecord_pipelines.transforms.core.units import human_bytes, plural
 
 THUMB_PX = 112               # a thumbnail's longer side
@@ -43,7 +43,6 @@ MAX_THUMB_SCAN_PIXELS = 200_000_000    # progressive scans x pixels: 20 scans of
 MAX_CLASS_BARS = 40          # more classes: one count curve per split instead of labelled bars
 MAX_SHOWN_GROUPS = 12        # duplicate groups and near-duplicate pairs shown
 MAX_FILES_PER_GROUP = 4
-MAX_LIST = 30                # names listed in a warning before "..."
 DPI = 96                     # px per inch of the chart sizes below (they were matplotlib figures)
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; form-action 'none'; base-uri 'none'"
 MAX_TEXT = 4000              # characters of one value shown (a path, a detail, an option)
@@ -266,10 +265,6 @@ def _n(v) -> str:
     return _e(v)
 
 
-def _plural(n, word: str, many: str = "") -> str:
-    return f"{_n(n)} {word if n == 1 else many or word + 's'}"
-
-
 def _img(thumb: bytes, alt: str, cls: str = "thumb") -> str:
     if not thumb:
         return f'<div class="nothumb" title="{_e(alt)}">no preview</div>'
@@ -286,12 +281,6 @@ def _table(head: list, rows: Iterable[list], cls: str = "") -> str:
     for r in rows:
         out.append("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>")
     return "".join(out) + "</table>"
-
-
-def _names(names) -> str:
-    names = items(names) if not isinstance(names, str) else [names]
-    shown = ", ".join(_e(x) for x in names[:MAX_LIST])
-    return shown + (f", ... ({len(names):,} in all)" if len(names) > MAX_LIST else "")
 
 
 def _classes(m: dict, per_split: dict) -> list:
@@ -316,36 +305,8 @@ def _per_split(m: dict) -> dict:
 
 
 def _warnings(m: dict, check: bool) -> list:
-    q = obj(m.get("quality"))
-    out = []
-    d = obj(q.get("duplicates"))
-    if d.get("across_splits"):
-        out.append(f"{_plural(d['across_splits'], 'group')} of identical images span splits: the same image is in "
-                   "training and evaluation data")
-    if d.get("conflicting_labels"):
-        out.append(f"{_plural(d['conflicting_labels'], 'group')} of identical images carry different labels")
-    nd = obj(q.get("near_duplicates"))
-    if nd.get("across_splits"):
-        out.append(f"{_plural(nd['across_splits'], 'near-duplicate pair')} span splits")
-    b = obj(q.get("balance"))
-    for split, names in sorted(obj(b.get("missing_from_train")).items()):
-        out.append(f"split {_e(split)} has {_n(len(items(names)))} classes that train lacks: {_names(names)}")
-    for split, names in sorted(obj(b.get("below_min")).items()):
-        n = len(items(names))
-        few = "no records" if b.get("min_count") == 1 else f"fewer than {_n(b.get('min_count', '?'))} records"
-        classes = f"{n:,} class{'' if n == 1 else 'es'}"
-        out.append(f"split {_e(split)}: {classes} {'has' if n == 1 else 'have'} {few}: {_names(names)}")
-    c = obj(m.get("counts"))
-    listed, rejected = _count(c.get("listed")), _count(c.get("rejected"))
-    if listed and rejected:
-        out.append(f"{rejected:,} of {listed:,} listed records ({rejected / listed:.1%}) "
-                   f"{'would be' if check else 'were'} rejected")
-    splits = obj(m.get("splits"))
-    empty = [f"{s} ({sum(1 for e in items(obj(v).get('shards')) if not obj(e).get('records'))})"
-             for s, v in splits.items() if any(not obj(e).get("records") for e in items(obj(v).get("shards")))]
-    if empty:
-        out.append(f"empty shards in {', '.join(_e(x) for x in empty)}")
-    return out
+    """The "Look at these" items: the findings (transforms/core/findings.py), escaped."""
+    return [_e(f.text) for f in findings.findings(m, check)]
 
 
 def _summary(m: dict, check: bool) -> str:
