@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -83,6 +84,24 @@ def image_bytes(w: int = 24, h: int = 16, fmt: str = "JPEG", mode: str = "RGB", 
     buf = io.BytesIO()
     im.save(buf, fmt, **save)
     return buf.getvalue()
+
+
+def within(seconds: float, fn):
+    """fn() on a thread, failing (not hanging) past `seconds`."""
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # handed back to the test
+            box["error"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"still running after {seconds} s"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def write(path: str, data: bytes) -> str:

@@ -7,29 +7,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 
 import pytest
 
 import tfrecord_pipelines as tfp
-from conftest import convert, make_tree, manifest
+from conftest import convert, make_tree, manifest, within
 
 
-def _within(seconds: float, fn):
-    box = {}
-
-    def run():
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # handed back to the test
-            box["error"] = e
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), f"still running after {seconds} s"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 def _count(out: str) -> int:
@@ -55,11 +39,11 @@ def _copy(outputs, tmp_path) -> tuple[str, list]:
 
 def test_a_fifo_shard_is_refused_not_waited_on(outputs, tmp_path):
     out, shards = _copy(outputs, tmp_path)
-    assert _within(120, lambda: _count(out)) == 6
+    assert within(120, lambda: _count(out)) == 6
     os.remove(shards[1])
     os.mkfifo(shards[1])
     with pytest.raises(tfp.OutputError, match="FIFO") as e:
-        _within(60, lambda: _count(out))
+        within(60, lambda: _count(out))
     assert "tfrecords verify" in str(e.value)
 
 
@@ -70,12 +54,12 @@ def test_a_shard_linked_out_of_the_output_is_refused(outputs, tmp_path):
     os.remove(shards[0])
     os.symlink(theirs[0], shards[0])  # another dataset's records under our shard's name
     with pytest.raises(tfp.OutputError, match="outside") as e:
-        _within(60, lambda: _count(out))
+        within(60, lambda: _count(out))
     assert "is a link to" in str(e.value)
     os.remove(shards[0])
     os.symlink("/dev/zero", shards[0])
     with pytest.raises(tfp.OutputError, match="character device"):
-        _within(60, lambda: _count(out))
+        within(60, lambda: _count(out))
 
 
 def test_a_huge_sparse_latest_or_a_version_linked_out_is_refused(outputs, tmp_path):
@@ -85,14 +69,14 @@ def test_a_huge_sparse_latest_or_a_version_linked_out_is_refused(outputs, tmp_pa
     with open(latest, "wb") as f:
         f.truncate(20 << 30)  # 20 GB that cost no disk
     with pytest.raises(tfp.OutputError, match="more than 4,096 bytes"):
-        _within(30, lambda: tfp.load(str(root)))
+        within(30, lambda: tfp.load(str(root)))
     os.remove(latest)
     os.mkfifo(latest)
     with pytest.raises(tfp.OutputError, match="FIFO"):
-        _within(30, lambda: tfp.load(str(root)))
+        within(30, lambda: tfp.load(str(root)))
     os.remove(latest)
     latest.write_text("20260101-000000\n")
     os.symlink(outputs / "out_b", root / "20260101-000000")  # a version folder that is another dataset
     with pytest.raises(tfp.OutputError, match="outside") as e:
-        _within(30, lambda: tfp.load(str(root)))
+        within(30, lambda: tfp.load(str(root)))
     assert "a link to" in str(e.value)

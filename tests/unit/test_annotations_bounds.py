@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import random
-import threading
 import time
 
 import pytest
@@ -15,30 +14,16 @@ from tfrecord_pipelines.options.annotation_input import AnnotationUsageError, _y
 from tfrecord_pipelines.transforms.core import tables
 from tfrecord_pipelines.transforms.core.annotations import AnnotationError, coco, join, yolo
 
+from conftest import within
 
-def _within(seconds: float, fn):
-    """fn() on a thread, failing (not hanging) past `seconds`."""
-    box = {}
 
-    def run():
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # handed back to the test
-            box["error"] = e
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), f"still running after {seconds} s"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 def test_coco_nested_100000_deep_is_one_error_at_once():
     data = b'{"images": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     assert len(data) < 201_000  # 197 KB
     with pytest.raises(AnnotationError, match="nested more than 64 levels deep") as e:
-        _within(10, lambda: list(coco.read_images(io.BytesIO(data), "deep.json")))
+        within(10, lambda: list(coco.read_images(io.BytesIO(data), "deep.json")))
     assert "deep.json" in str(e.value)
 
 
@@ -47,7 +32,7 @@ def test_coco_token_past_its_bound_is_one_error_in_seconds():
                         (b"1" * (1 << 20), "a number or word of more than 4,096 bytes")]:
         data = b'{"images": [{"id": 1, "file_name": ' + token + b', "width": 1, "height": 1}]}'
         with pytest.raises(AnnotationError, match=what):
-            _within(20, lambda: list(coco.read_images(io.BytesIO(data), "long.json")))
+            within(20, lambda: list(coco.read_images(io.BytesIO(data), "long.json")))
 
 
 def test_coco_within_bounds_reads_as_before():
@@ -174,7 +159,7 @@ def test_a_malformed_rle_rejects_its_image_with_the_reason():
 def test_a_polygon_far_outside_its_image_is_refused_before_drawing():
     from tfrecord_pipelines.transforms.core.annotations import masks
     with pytest.raises(masks.MaskError, match="far outside"):
-        _within(5, lambda: masks.render(((0.0, 0.0, 1e12, 0.0, 5.0, 5.0),), (0, 0, 5, 5), (1.0, 1.0), (10, 10)))
+        within(5, lambda: masks.render(((0.0, 0.0, 1e12, 0.0, 5.0, 5.0),), (0, 0, 5, 5), (1.0, 1.0), (10, 10)))
 
 
 def test_yolo_names_repeated_long_or_not_strings_are_refused():
@@ -196,11 +181,11 @@ def test_a_yaml_alias_bomb_is_refused_at_once():
     assert len(bomb) < 500
     t = time.monotonic()
     with pytest.raises(AnnotationUsageError, match="expand it to 1,749,445,668 nodes"):
-        _within(10, lambda: _yaml("data.yaml", bomb.encode()))
+        within(10, lambda: _yaml("data.yaml", bomb.encode()))
     assert time.monotonic() - t < 5
     assert _yaml("data.yaml", b"x: &x [a]\ny: *x\nnames: [a, b]\n")["y"] == ["a"]
     with pytest.raises(AnnotationUsageError, match="nested too deep"):
-        _within(10, lambda: _yaml("data.yaml", b"[" * 100_000))
+        within(10, lambda: _yaml("data.yaml", b"[" * 100_000))
 
 
 def test_absolute_annotation_paths_with_allow_absolute_paths(tmp_path):
