@@ -1,5 +1,5 @@
 """Writes metadata.json, the Flex Template's parameters, from the conversion
-options in pipelines/options.py: one parameter per option, named like the flag
+options in pipelines/options/table.py: one parameter per option, named like the flag
 without its leading --, with the option's own help text, default, choices and
 type, in the option's group.
 
@@ -37,6 +37,7 @@ EXCLUDED = {
     "detach": "always on: a Flex Template launcher must return once the job is submitted, so main.py adds it",
     "progress": "the progress line of local runs; a Dataflow job shows the same figures as counters",
     "spill": "where a local run's metadata waits; a Dataflow job uses Dataflow's shuffle",
+    "reader": "--for NAME only sets other options, which the template offers one by one",
 }
 REQUIRED = {"output"}
 
