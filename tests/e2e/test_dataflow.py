@@ -366,7 +366,7 @@ def test_template_metadata_matches_the_options():
     assert len(params) == len(meta["parameters"])
     assert set(gen.EXCLUDED) <= set(actions), "an excluded option no longer exists"
     assert set(params) == set(actions) - set(gen.EXCLUDED)
-    assert set(gen.EXCLUDED) == {"detach", "progress", "spill"}
+    assert set(gen.EXCLUDED) == {"detach", "progress", "spill", "reader"}
 
     # The Dataflow API's TemplateMetadata message takes it (an unknown field would fail).
     from google.cloud.dataflow_v1beta3 import types as dataflow
