@@ -285,7 +285,9 @@ def test_a_latin1_table_read_as_utf8_fails_naming_table_encoding(tmp_path, capsy
 
 # ---- 5. TFDS's labels file --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("odd", ["   ", " b", "b\t", "\u00a0b", "b\u3000"])
+# White space at a name's ends is not part of a label (transforms/core/labels.py label_name): what is left that
+# TFDS's one-name-a-line labels file would misread is a line break inside a name.
+@pytest.mark.parametrize("odd", ["b\nc", "b\rc"])
 def test_tfds_never_reads_class_names_shifted(tmp_path, capsys, odd):
     import tensorflow_datasets as tfds
     images, out = str(tmp_path / "imgs"), str(tmp_path / "out")

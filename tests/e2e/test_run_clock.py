@@ -18,7 +18,7 @@ def _in_tz(tz: str, *args, timeout: float = 300) -> subprocess.CompletedProcess:
 
 
 def test_run_ids_and_version_names_share_the_utc_clock_whatever_tz():
-    code = ("from tfrecord_pipelines.transforms.storage import layout; from tfrecord_pipelines import versions; "
+    code = ("from tfrecord_pipelines.transforms.storage import layout; from tfrecord_pipelines.outputs import versions; "
             "print(layout.new_run_id()[:15], versions.new_version_name()[1:])")
     for tz in ("Asia/Tokyo", "America/Los_Angeles", "UTC"):
         before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
