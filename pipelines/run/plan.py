@@ -19,7 +19,8 @@ FnApiRunner, multi-process on all cores, unless:
 
 The speed layer (pipelines/speed/) is only for the command line
 (command_line=True), with a supported Beam, unless TFRECORDS_SPEEDUPS=0
-(but for Beam's notebook hook, off while any caller's graph is built).
+(but for Beam's notebook hook, off while any caller's graph is built). The
+command line keeps its worker processes' stderr off the terminal either way.
 TFRECORDS_SMALL_RUNS=0 keeps small local inputs on worker processes.
 """
 from __future__ import annotations
@@ -136,5 +137,6 @@ def _speedups(command_line: bool, local: bool, multi: bool, debug: bool, remote_
     beam_ok = on and speed.supported()
     return speed.Speedups(lean_import=beam_ok and own_process and local and not remote_paths, shortcuts=beam_ok,
                           zygote=beam_ok and local and multi and speed.can_fork(),
-                          quiet_workers=on and local and not debug,
+                          # Not Beam's internals: the command line's own worker stderr, whatever the switch.
+                          quiet_workers=command_line and local and not debug,
                           no_interactive_labels=switch and speed.supported())

@@ -122,7 +122,8 @@ def _cli_run(argv: list, env: dict) -> tuple:
             "rc = run(argv, own_process=True)\n"
             f"print(json.dumps([rc, [m for m in {NEVER!r} if m in sys.modules], bool(seen)]))\n")
     # A user's local run: without the GCS emulator's variables, which the session's `gcs` fixture sets.
-    base = {k: v for k, v in os.environ.items() if k not in ("STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT") and not k.startswith("TFRECORDS_")}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600,
                          env=dict(base, **env))
     assert out.returncode == 0, out.stderr[-3000:]
