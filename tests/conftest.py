@@ -171,6 +171,18 @@ def convert(*args, in_memory: bool = True) -> int:
     return run([str(a) for a in args] + extra)
 
 
+def files_of(folder: str) -> dict:
+    """{relative name: bytes} of every file an output holds but its manifest and report."""
+    out = {}
+    for dirpath, _, names in os.walk(folder):
+        for n in names:
+            rel = os.path.relpath(os.path.join(dirpath, n), folder)
+            if rel not in ("manifest.json", "report.html"):
+                with open(os.path.join(dirpath, n), "rb") as f:
+                    out[rel] = f.read()
+    return out
+
+
 def manifest(out: str) -> dict:
     with open(os.path.join(out, "manifest.json")) as f:
         return json.load(f)

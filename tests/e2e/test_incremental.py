@@ -21,7 +21,8 @@ import time
 import numpy as np
 import pytest
 
-from conftest import (ROOT, check_against_source, convert, image_bytes, make_tree, manifest, settle, write)
+from conftest import (ROOT, check_against_source, convert, files_of, image_bytes, make_tree, manifest, settle,
+                      write)
 
 OPTS = ["--num_shards", "3", "--split", "train=0.75,validation=0.25", "--index_files", "--max_reject_fraction", "0.3"]
 HOW_MADE = ("run_id", "created", "version", "previous_version", "made", "report")
@@ -58,18 +59,6 @@ class Opens:
 def opens():
     yield Opens
     Opens.prefix, Opens.paths = "", []
-
-
-def files_of(folder: str) -> dict:
-    """{relative name: bytes} of every file a version holds but its manifest and report."""
-    out = {}
-    for dirpath, _, names in os.walk(folder):
-        for n in names:
-            rel = os.path.relpath(os.path.join(dirpath, n), folder)
-            if rel not in ("manifest.json", "report.html"):
-                with open(os.path.join(dirpath, n), "rb") as f:
-                    out[rel] = f.read()
-    return out
 
 
 def comparable(m: dict) -> dict:

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, image_bytes, write
+from conftest import ROOT, files_of, image_bytes, write
 
 OPTS = ["--num_shards", "8", "--split", "train=0.75,validation=0.25", "--progress", "off"]
 MULTI = ["--direct_num_workers", "2", "--direct_running_mode", "multi_processing"]
@@ -77,18 +77,6 @@ def done_records(out):
         return sum(n.endswith(".done") for a in areas for n in os.listdir(os.path.join(out, a)))
     except FileNotFoundError:
         return 0
-
-
-def files_of(folder):
-    """{name: bytes} of what the output holds but its manifest and report."""
-    out = {}
-    for dirpath, _, names in os.walk(folder):
-        for n in names:
-            rel = os.path.relpath(os.path.join(dirpath, n), folder)
-            if rel not in ("manifest.json", "report.html"):
-                with open(os.path.join(dirpath, n), "rb") as f:
-                    out[rel] = f.read()
-    return out
 
 
 @pytest.mark.parametrize("sig,code,group,mode", [
