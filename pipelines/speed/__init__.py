@@ -79,16 +79,19 @@ def applied(speedups: Speedups):
     the shortcuts removed, the environment as it was."""
     env_before = {k: os.environ.get(k) for k in (ZYGOTE_ENV, LEAN_WORKERS_ENV)}
     undo = []
+    lean = speedups.lean_import and "apache_beam" not in sys.modules
     try:
+        if lean:
+            # Before the zygote starts: it imports what its workers need at once, and lean only if told.
+            os.environ[LEAN_WORKERS_ENV] = "1"  # Beam's own worker processes of this run import lean too
         if speedups.zygote:
             from tfrecord_pipelines.speed import zygote
             with quiet_stderr(speedups.quiet_workers):  # the zygote and its forks inherit this fd 2
                 zygote.start()
             undo.append(zygote.stop)
-        if speedups.lean_import and "apache_beam" not in sys.modules:
+        if lean:
             from tfrecord_pipelines.speed import lean_import
             lean_import.import_lean()
-            os.environ[LEAN_WORKERS_ENV] = "1"  # Beam's own worker processes of this run import lean too
         import apache_beam  # noqa: F401
         if speedups.any:
             import gc
