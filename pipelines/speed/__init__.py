@@ -5,8 +5,8 @@ processes of its own to make a command-line run fast, in one room.
   local files never uses (about half of Beam's import: ~0.7 s of CPU and
   ~110 MB in every process that imports it);
 - shortcuts: Beam's per-transform DoFn introspection and option views
-  remembered, and the wait at each bundle's end capped (a fifth of a small
-  run's time);
+  remembered, IPython not imported to learn that we are not inside it, and
+  the wait at each bundle's end capped (a fifth of a small run's time);
 - zygote: local worker processes forked from a warm process instead of
   started cold (each would import Beam again: ~1 s before any work);
 - quiet_stderr: the worker processes' stderr (Beam prints every failed
