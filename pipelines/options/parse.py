@@ -28,7 +28,7 @@ from tfrecord_pipelines.transforms.core.features import DEFAULT_KEYS, features_f
 from tfrecord_pipelines.transforms.core.images import STORABLE_FORMATS, ImagePolicy, Validation
 from tfrecord_pipelines.transforms.core import resize
 from tfrecord_pipelines.transforms.core.resize import FILTERS, PngPolicy, ResizeMode, ResizePolicy
-from tfrecord_pipelines.transforms.core.specs import OutputFormat, ReadPolicy
+from tfrecord_pipelines.transforms.core.specs import OutputFormat, ReadPolicy, ShardNames
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression
 from tfrecord_pipelines.transforms.storage import fsutil
 
@@ -126,11 +126,16 @@ def _read_table_head(path: str, fmt: str, encoding: str, bad: Optional[list] = N
 # did not give are set. JPEG only: tensorflow/tpu's decode_and_crop_jpeg, Model Garden's decode_jpeg_only and
 # the DALI/PyTorch pipelines `tfrecords spec` prints decode JPEG alone.
 _JPEG_ONLY = (("output_formats", "jpeg"), ("reencode", "jpeg"))
+# tensorflow/tpu: the shard counts of its ImageNet converter (1024 / 128) for a split of ImageNet's size, else
+# a multiple of 8 hosts (--shard_counts tpu, transforms/core/sharding.py).
+_TPU_SHARDS = (("shard_multiple", 8), ("shard_counts", "tpu"))
 READERS = {
     # imagenet_input.py subtracts 1 from every label (class 0 is background); its hosts read shards round-robin.
-    "tpu-resnet": (("label_offset", 1), *_JPEG_ONLY, ("shard_multiple", 8)),
-    "tpu-efficientnet": (("label_offset", 1), *_JPEG_ONLY, ("shard_multiple", 8)),
-    "model-garden": _JPEG_ONLY,
+    "tpu-resnet": (("label_offset", 1), *_JPEG_ONLY, *_TPU_SHARDS),
+    # EfficientNet's holdout_shards mode opens train-%05d-of-01024 by name: no suffix.
+    "tpu-efficientnet": (("label_offset", 1), *_JPEG_ONLY, *_TPU_SHARDS, ("shard_suffix", "none")),
+    # Model Garden's detection decoder requires image/source_id (without regenerate_source_id=True).
+    "model-garden": (*_JPEG_ONLY, ("source_ids", True)),
     # image_dataset_from_directory numbers class folders in string order, all-number names too ("10" < "9").
     "keras": (("label_type", "class"),),
     "pytorch": (("index_files", True), *_JPEG_ONLY),
@@ -395,7 +400,7 @@ def _output_spec(o, run_id: str, keys: tuple, progress: bool, previous_version: 
                  previous: Optional[dict]) -> OutputSpec:
     out = fsutil.normalize_root(o.output)
     if not o.versioned:
-        return OutputSpec(out, run_id, o.overwrite, keys, progress)
+        return OutputSpec(out, run_id, o.overwrite, keys, progress, source_ids=o.source_ids)
     version = o.version or (_next_release(previous_version) if getattr(o, "reader", "") == "tfds"
                             else versions.new_version_name())
     if not versions.VERSION_NAME.match(version):
@@ -405,7 +410,7 @@ def _output_spec(o, run_id: str, keys: tuple, progress: bool, previous_version: 
     return OutputSpec(fsutil.join(out, version), run_id, o.overwrite, keys, progress, root=out, version=version,
                       previous_version=previous_version,
                       previous_fingerprint=(previous or {}).get("fingerprint", {}).get("run", ""),
-                      republish=o.republish_unchanged)
+                      republish=o.republish_unchanged, source_ids=o.source_ids)
 
 
 def _label_spec(o, label_from: str, inputs: InputSpec, previous: Optional[dict] = None) -> LabelSpec:
@@ -524,7 +529,29 @@ def _shard_spec(o) -> ShardSpec:
     return ShardSpec(num_shards=parse_num_shards(o.num_shards), shard_bytes=parse_size(o.shard_size),
                      multiple=o.shard_multiple, compression=Compression(o.compression), seed=o.seed,
                      max_per_split=o.max_examples_per_split, index_files=o.index_files,
-                     output_format=OutputFormat(o.output_format))
+                     output_format=OutputFormat(o.output_format), names=_shard_names(o), counts=o.shard_counts)
+
+
+# TFDS's dataset names (naming._NAME_CLASS, ASCII only): its template's {DATASET}.
+_TFDS_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+
+
+def _shard_names(o) -> ShardNames:
+    """--shard_suffix and --shard_template, checked against the format and the output folder's name."""
+    if o.shard_suffix != ".tfrecord" and o.output_format != OutputFormat.TFRECORD:
+        raise UsageError(f"--shard_suffix {o.shard_suffix} is for TFRecord shards; --output_format "
+                         f"{o.output_format} shards end in .{o.output_format}: leave --shard_suffix out")
+    if o.shard_template != "tfds":
+        return ShardNames(suffix=o.shard_suffix)
+    if o.shard_suffix != ".tfrecord":
+        raise UsageError(f"--shard_suffix {o.shard_suffix} cannot be used with --shard_template tfds: TFDS's "
+                         "template puts the format's name (.tfrecord) before the shard number; leave one out")
+    dataset = fsutil.normalize_root(o.output).rstrip("/").rsplit("/", 1)[-1]
+    if not _TFDS_NAME.fullmatch(dataset):
+        raise UsageError(f"--shard_template tfds: the dataset's name is the output folder's, and {dataset!r} is not "
+                         "a TFDS name (a letter, then letters, digits or '_', at most 64): name the folder e.g. "
+                         f"{(re.sub(r'[^A-Za-z0-9_]', '_', dataset).lstrip('_0123456789') or 'my_dataset')[:64]!r}")
+    return ShardNames(template="tfds", dataset=dataset)
 
 
 def _feature_keys(text: str, extra_columns: tuple) -> tuple:
@@ -543,7 +570,8 @@ def _feature_keys(text: str, extra_columns: tuple) -> tuple:
 
 def _check_written_keys(cfg: ConvertConfig) -> None:
     """Two features of one record must not share a key. Only the features the run writes count (a
-    classification run writes no image/source_id): those of each label kind its labels may turn out to be."""
+    classification run writes no image/source_id without --source_ids): those of each label kind its labels
+    may turn out to be."""
     labels = cfg.labels
     kinds = ([LabelType.BOXES] if cfg.detection is not None else [LabelType.NONE] if labels.source is LabelSource.NONE
              else [LabelType.CLASS, LabelType.INT, LabelType.FLOAT] if labels.label_type is LabelType.AUTO
@@ -551,7 +579,8 @@ def _check_written_keys(cfg: ConvertConfig) -> None:
     renames = dict(cfg.output.feature_keys)
     for kind in kinds:
         written = [f.key for f in features_for(kind, cfg.images.resize.enabled,
-                                               cfg.detection is not None and cfg.detection.masks)]
+                                               cfg.detection is not None and cfg.detection.masks,
+                                               cfg.output.source_ids)]
         seen: dict = {}
         for key in [*written, *cfg.inputs.extra_columns]:
             new = renames.get(key, key)

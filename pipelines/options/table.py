@@ -134,6 +134,10 @@ OPTIONS = (
            help='Target shard size when --num_shards is not given (TensorFlow recommends 100-200 MB)'),
     Option('shard_multiple', INT, 1, 'splits, shuffle and shards',
            help="Round each split's shard count up to a multiple of this (e.g. the number of TPU hosts)"),
+    Option('shard_counts', LOWER, 'size', 'splits, shuffle and shards',
+           choices=('size', 'tpu'), help="How --num_shards auto counts a split's shards: size: from --shard_size; tpu: as size, but "
+                "at least 1024 for a split of 1,000,000 records or more and 128 for 50,000 or more (the 1024 "
+                'train / 128 validation shards of tensorflow/tpu\'s ImageNet converter)'),
     Option('compression', LOWER, 'none', 'splits, shuffle and shards',
            choices=('none', 'gzip', 'zlib'), help='Compress shards (read them with compression_type GZIP or ZLIB); JPEGs gain ~nothing'),
     Option('max_examples_per_split', INT, 0, 'splits, shuffle and shards',
@@ -199,6 +203,9 @@ OPTIONS = (
     Option('feature_keys', STR, '', 'images and examples',
            help="Rename Example keys: 'image/encoded=image_raw,image/class/label=label'; an empty new name drops "
                 'the feature'),
+    Option('source_ids', FLAG, False, 'images and examples',
+           help="Write image/source_id on classification records too (a decimal number from the hash of the "
+                "image's relative path, stable from run to run), as Model Garden's detection decoder requires"),
     # data-quality checks (the manifest's quality section)
     Option('quality', LOWER, 'on', "data-quality checks (the manifest's quality section)",
            choices=('on', 'off'), help='off: no duplicate, near-duplicate, class-balance or size checks'),
@@ -220,6 +227,14 @@ OPTIONS = (
            choices=('tfrecord', 'array_record'), help='Shard file format: tfrecord (tf.data, TFDS, DALI, PyTorch) or array_record (random access by '
                 "record index, for Grain's global shuffle and TFDS's as_data_source; uncompressed, one record per "
                 'chunk); the same Examples either way. Not --output_formats (image formats)'),
+    Option('shard_suffix', LOWER, '.tfrecord', 'output',
+           choices=('.tfrecord', '.tfrecords', 'none'), help='Suffix of TFRecord shard names: train-00000-of-00016.tfrecord, .tfrecords, or none '
+                "(train-00000-of-00016, as tensorflow/tpu's ImageNet converter names them and EfficientNet's "
+                'holdout_shards mode builds them); a compression suffix (.gz) follows it'),
+    Option('shard_template', LOWER, 'split', 'output',
+           choices=('split', 'tfds'), help="split: SPLIT-00000-of-00016.tfrecord; tfds: TFDS's default template "
+                '{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y} (mnist-train.tfrecord-00000-of-00016), DATASET '
+                'being the name of the dataset folder (--output, or its root with --versioned)'),
     Option('reader', LOWER, '', 'output', cli='for', metavar='READER',
            choices=('', 'tpu-resnet', 'tpu-efficientnet', 'model-garden', 'keras', 'pytorch', 'dali', 'tfds'),
            help='Set the flags a widely used reader needs (printed in the summary; a flag you give wins): '

@@ -21,7 +21,8 @@ from typing import Optional
 
 from tfrecord_pipelines.transforms.core.example_codec import BYTES, FLOAT, INT64
 from tfrecord_pipelines.transforms.core.features import FEATURES as _FEATURE_TABLE
-from tfrecord_pipelines.transforms.core.specs import LabelType
+from tfrecord_pipelines.transforms.core import sharding
+from tfrecord_pipelines.transforms.core.specs import LabelType, ShardNames
 from tfrecord_pipelines.transforms.storage import layout
 
 _TF_TYPES = {BYTES: "tf.string", INT64: "tf.int64", FLOAT: "tf.float32"}
@@ -140,9 +141,13 @@ _TPU = ["# Made --for {name}: tensorflow/tpu's imagenet_input.py reads it as it 
         "# it globs OUT/train-* and OUT/validation-*, decodes JPEG (every record is one) and subtracts 1",
         "# from image/class/label (written 1-based: --label_offset 1), which gives the classes 0..N-1."]
 _READER_NOTES = {
-    "tpu-resnet": _TPU, "tpu-efficientnet": _TPU,
+    "tpu-resnet": _TPU,
+    "tpu-efficientnet": [*_TPU,
+                         "# Its holdout_shards mode opens OUT/train-%05d-of-01024 by name: the shards have no",
+                         "# suffix (--shard_suffix none); a train split of 1,000,000 records or more has 1024."],
     "model-garden": ["# Made --for model-garden: Model Garden's classification and detection inputs read it with",
-                     "# input_path OUT/train* and decode_jpeg_only=True (every record is JPEG)."],
+                     "# input_path OUT/train* and decode_jpeg_only=True (every record is JPEG); image/source_id,",
+                     "# which its detection decoder requires, is on every record (--source_ids)."],
     "keras": ["# Made --for keras: class ids in keras.utils.image_dataset_from_directory's order (folder names",
               "# sorted as strings), so CLASS_NAMES[i] is its class_names[i]."],
     "pytorch": ["# Made --for pytorch: the index of OUT/<shard> is OUT/index/<shard>.idx; the PyTorch module",
@@ -158,6 +163,14 @@ def _reader_lines(m: dict) -> list:
     reader = ((m.get("options") or {}).get("output") or {}).get("reader")
     name = reader[0] if isinstance(reader, list) and reader and isinstance(reader[0], str) else ""
     return [line.format(name=name) for line in _READER_NOTES.get(name, [])]
+
+
+def _glob(m: dict) -> str:
+    """The shards' glob with {split} in the split's place (the output's --shard_template)."""
+    names = sharding.names_of(m.get("options"))
+    if names.template == "tfds" and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,63}", names.dataset):
+        return sharding.pattern_of(names, "tfrecord", "{split}")
+    return sharding.pattern_of(ShardNames(), "tfrecord", "{split}")
 
 
 def reading_code(output: str, m: dict, tfds_metadata: bool = False) -> str:
@@ -191,7 +204,7 @@ def reading_code(output: str, m: dict, tfds_metadata: bool = False) -> str:
         "",
         "",
         "def shard_files(split):",
-        "    \"\"\"The split's shards, as the manifest lists them (or: tf.io.gfile.glob(f'{OUT}/{split}-*')).\"\"\"",
+        f"    \"\"\"The split's shards, as the manifest lists them (or: tf.io.gfile.glob(f'{{OUT}}/{_glob(m)}')).\"\"\"",
         f"    with tf.io.gfile.GFile(OUT + '/{layout.MANIFEST}') as f:",
         "        return [OUT + '/' + s['name'] for s in json.load(f)['splits'][split]['shards']]",
         "",

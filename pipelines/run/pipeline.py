@@ -283,7 +283,8 @@ def _write_preview(_, path: str, stats: dict, totals: dict, run_fp: tuple, label
 def write_spec(cfg: ConvertConfig, staging: str, progress_dir: str = "") -> WriteSpec:
     """WriteShards' settings, from the run's."""
     return WriteSpec(staging, workers_images(cfg), cfg.shards.compression, cfg.shards.output_format,
-                     feature_keys=cfg.output.feature_keys, first_read=read_once(cfg),
+                     names=cfg.shards.names, feature_keys=cfg.output.feature_keys, source_ids=cfg.output.source_ids,
+                     first_read=read_once(cfg),
                      index_files=cfg.shards.index_files, quality_rows=cfg.quality.enabled,
                      detection=cfg.detection, reuse=_reuse(cfg), progress_dir=progress_dir)
 

@@ -181,7 +181,7 @@ def test_a_flag_given_wins_over_the_profile(tree, tmp_path, capsys):
     assert convert("--input", root, "--output", out, "--for", "tpu-resnet", "--label_offset", "5",
                    "--output_formats", "jpeg,png") == 0
     said = capsys.readouterr().out
-    assert "for tpu-resnet: --reencode jpeg --shard_multiple 8 (a flag you give wins)" in said, said
+    assert "for tpu-resnet: --reencode jpeg --shard_multiple 8 --shard_counts tpu (a flag you give wins)" in said, said
     m = manifest(out)
     assert m["label_map"]["offset"] == 5 and m["label_map"]["classes"]["bird"] == 5
     assert m["options"]["images"]["output_formats"] == ["jpeg", "png"]

@@ -10,6 +10,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from tfrecord_pipelines.options.config import ShardSpec, SplitSource, SplitSpec
+from tfrecord_pipelines.transforms.core.specs import ShardNames
 from tfrecord_pipelines.transforms.core import sharding
 from tfrecord_pipelines.transforms.core.records import Batch, Rec, Reject, unpack
 from tfrecord_pipelines.transforms.stages.plan_shards import PlanShards
@@ -63,6 +64,58 @@ def test_shard_names():
     assert sharding.shard_name("train", 3, 123456, ".gz") == "train-000003-of-123456.tfrecord.gz"
 
 
+TPU = dict(shard_bytes=150 * 10**6, multiple=8, counts="tpu")
+
+
+@pytest.mark.parametrize("count, nbytes, want", [
+    (1_281_167, 140 * 10**9, 1024),   # ImageNet-1k train: 934 shards of 150 MB, raised to its converter's 1024
+    (50_000, 6_400 * 10**6, 128),     # ImageNet-1k validation: 43, raised to 128
+    (49_999, 6_400 * 10**6, 48),      # below ImageNet's size: a multiple of 8 hosts
+    (999_999, 100 * 10**9, 672),      # 667 shards of 150 MB, over the 128 floor: kept near --shard_size
+    (14_000_000, 1_400 * 10**9, 9336),  # ImageNet-21k: shards near 150 MB, not 1.3 GB at 1024
+    (40, 10**6, 8),                   # a small split: one shard, rounded up to 8
+])
+def test_tpu_shard_counts(count, nbytes, want):
+    """--shard_counts tpu (the tpu-* profiles): tensorflow/tpu's 1024 / 128 for
+    a split of ImageNet's size, else --shard_size rounded to a multiple of 8."""
+    assert sharding.num_shards_for("any", count, nbytes, ShardSpec(**TPU)) == want
+    assert sharding.num_shards_for("any", count, nbytes, ShardSpec(**TPU, num_shards=(("*", 24),))) == 24  # given wins
+
+
+def test_tpu_floor_is_by_record_count():
+    assert [sharding.tpu_floor(n) for n in (0, 49_999, 50_000, 999_999, 1_000_000, 10**8)] == [0, 0, 128, 128, 1024,
+                                                                                             1024]
+    # The default rule (size) has no floor: 1,000,000 tiny records in one shard.
+    assert sharding.num_shards_for("train", 1_000_000, 10**6, ShardSpec()) == 1
+
+
+@pytest.mark.parametrize("names, fmt, compression, want, pattern", [
+    (ShardNames(), "tfrecord", "none", "train-00003-of-00016.tfrecord", "train-*"),
+    (ShardNames(suffix=".tfrecords"), "tfrecord", "none", "train-00003-of-00016.tfrecords", "train-*"),
+    (ShardNames(suffix="none"), "tfrecord", "none", "train-00003-of-00016", "train-*"),
+    (ShardNames(suffix="none"), "tfrecord", "gzip", "train-00003-of-00016.gz", "train-*"),
+    (ShardNames(), "array_record", "none", "train-00003-of-00016.array_record", "train-*"),
+    (ShardNames(template="tfds", dataset="mnist"), "tfrecord", "none", "mnist-train.tfrecord-00003-of-00016",
+     "mnist-train.tfrecord-*"),
+    (ShardNames(template="tfds", dataset="mnist"), "array_record", "none", "mnist-train.array_record-00003-of-00016",
+     "mnist-train.array_record-*"),
+])
+def test_shard_names_of_every_naming_are_read_back_as_shards(names, fmt, compression, want, pattern):
+    """The name the writer gives, the manifest's pattern, and the readers' test
+    (layout.SHARD_RE and split_of: verify, the manifest's check, cleanup) agree."""
+    import fnmatch
+    from tfrecord_pipelines.options.config import Compression
+    from tfrecord_pipelines.transforms.core.specs import OutputFormat
+    from tfrecord_pipelines.transforms.storage import layout
+    spec = ShardSpec(names=names, output_format=OutputFormat(fmt), compression=Compression(compression))
+    name = sharding.name_of(spec, "train", 3, 16)
+    assert name == want
+    assert sharding.pattern_of(names, fmt, "train") == pattern and fnmatch.fnmatch(name, pattern)
+    assert layout.SHARD_RE.match(name) and layout.split_of(name) == "train"
+    assert not layout.SHARD_RE.match(layout.index_name(name).rsplit("/", 1)[1])  # an index is never a shard
+    assert not fnmatch.fnmatch(sharding.name_of(spec, "train_extra", 3, 16), pattern)  # another split's
+
+
 def test_shuffle_key_depends_on_seed_and_path_only():
     assert sharding.shuffle_key(0, "a.jpg") == sharding.shuffle_key(0, "a.jpg")
     assert sharding.shuffle_key(0, "a.jpg") != sharding.shuffle_key(1, "a.jpg")
@@ -97,3 +150,35 @@ def test_plan_shards_stage_orders_by_key_whatever_the_input_order():
                 want.append((split, k, num, [rel for i, rel in enumerate(order)
                                              if sharding.shard_of(i, len(order), num) == k]))
         assert_that(shards, equal_to(want))
+
+
+def _described(shards: ShardSpec, source_ids: bool = False) -> dict:
+    """The settings as ConvertConfig.describe() gives them, for the parts shard_options reads."""
+    import dataclasses
+    import json
+    plain = json.loads(json.dumps(dataclasses.asdict(shards), default=lambda e: e.value))
+    return {"shards": plain, "output": {"feature_keys": [], "source_ids": source_ids}, "inputs": {}, "labels": {},
+            "images": {"reads": {}}}
+
+
+def test_default_names_and_counts_fingerprint_as_before_they_existed():
+    """A --versioned dataset made before --shard_suffix, --shard_template,
+    --shard_counts and --source_ids existed is not 'changed options' for a run
+    that leaves them at their defaults; any other value is a change."""
+    from tfrecord_pipelines.transforms.core import fingerprint
+    plain = fingerprint.shard_options(_described(ShardSpec()))
+    assert "names" not in plain["shards"] and "counts" not in plain["shards"] and "source_ids" not in plain
+    for spec, ids in ((ShardSpec(names=ShardNames(suffix="none")), False), (ShardSpec(counts="tpu"), False),
+                      (ShardSpec(names=ShardNames(template="tfds", dataset="x")), False), (ShardSpec(), True)):
+        assert fingerprint.shard_options(_described(spec, ids)) != plain
+
+
+def test_tfds_file_name_template_of_each_naming():
+    """dataset_info.json's filepathTemplate, which TFDS formats to open each shard."""
+    from tfrecord_pipelines.transforms.core.tfds_metadata import filename_template
+    def names(**kw):
+        return {"shards": {"names": {**{"suffix": ".tfrecord", "template": "split", "dataset": ""}, **kw}}}
+    assert filename_template({}) == filename_template(names()) == "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}"
+    assert filename_template(names(suffix="none")) == "{SPLIT}-{SHARD_X_OF_Y}"
+    assert filename_template(names(suffix=".tfrecords")) == "{SPLIT}-{SHARD_X_OF_Y}.tfrecords"
+    assert filename_template(names(template="tfds", dataset="mnist")) == "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"

@@ -15,6 +15,7 @@ import functools
 from typing import Callable, NamedTuple, Optional
 
 from tfrecord_pipelines.transforms.core.example_codec import BYTES, FLOAT, INT64, assemble, bytes_entry, encode_example, entry
+from tfrecord_pipelines.transforms.core.annotations import path_id
 from tfrecord_pipelines.transforms.core.records import Rec
 from tfrecord_pipelines.transforms.core.specs import LabelType
 
@@ -29,6 +30,7 @@ class Feature(NamedTuple):
     resized_only: bool = False             # carried only when --resize_* is on
     repeated: bool = False                 # `value` gives a list (one value per object), not one value
     masks_only: bool = False               # carried only with --masks png
+    opt_in: tuple = ()                     # label kinds that carry it too with --source_ids
 
 
 _CLASSES = (LabelType.CLASS, LabelType.INT)
@@ -71,9 +73,11 @@ FEATURES = (
             "with `--resize_*` only: hex sha256 of the input file's bytes", resized_only=True),
     # Object detection (--annotations): the TF Object Detection API's and Model Garden's keys, one
     # value per object; `Rec.annotation` is the shard writer's boxes.Written by then.
-    Feature("source_id", "image/source_id", BYTES, lambda r, d, h: _text(r.annotation.source_id),
-            "detection: COCO's image id; for VOC and YOLO the file name's number, else a number from the path",
-            _BOXES),
+    Feature("source_id", "image/source_id", BYTES,
+            lambda r, d, h: _text(r.annotation.source_id if r.annotation else path_id(r.rel)),
+            "detection: COCO's image id; for VOC and YOLO the file name's number, else a number from the path; "
+            "with `--source_ids`, on every record (a number from the path's hash)",
+            _BOXES, opt_in=(LabelType.CLASS, LabelType.INT, LabelType.FLOAT, LabelType.NONE)),
     Feature("bbox_xmin", "image/object/bbox/xmin", FLOAT, lambda r, d, h: r.annotation.xmin,
             "detection: each box's left edge, normalized to [0, 1] of the width", _BOXES, repeated=True),
     Feature("bbox_ymin", "image/object/bbox/ymin", FLOAT, lambda r, d, h: r.annotation.ymin,
@@ -104,12 +108,13 @@ DEFAULT_KEYS = {f.role: f.key for f in FEATURES}   # role -> default key
 
 
 @functools.lru_cache(maxsize=None)
-def features_for(label_kind, resized: bool = False, masks: bool = False) -> tuple:
+def features_for(label_kind, resized: bool = False, masks: bool = False, source_ids: bool = False) -> tuple:
     """The rows every record carries for this label kind (LabelType or its
-    value); `resized`: the run resizes (--resize_*); `masks`: --masks png."""
+    value); `resized`: the run resizes (--resize_*); `masks`: --masks png;
+    `source_ids`: --source_ids."""
     kind = LabelType(label_kind)
-    return tuple(f for f in FEATURES if (f.labels is None or kind in f.labels) and (resized or not f.resized_only)
-                 and (masks or not f.masks_only))
+    return tuple(f for f in FEATURES if (f.labels is None or kind in f.labels or source_ids and kind in f.opt_in)
+                 and (resized or not f.resized_only) and (masks or not f.masks_only))
 
 
 def repeated_keys() -> frozenset:
@@ -126,11 +131,11 @@ def _renamed(d: dict, keys: dict) -> dict:
 
 
 def example_features(rec: Rec, data: bytes, sha256_hex: str, label_kind, keys: dict,
-                     resized: bool = False, masks: bool = False) -> dict:
+                     resized: bool = False, masks: bool = False, source_ids: bool = False) -> dict:
     """{key: (kind, values)} of one record's Example, keyed by the (possibly
     renamed) feature keys; then the table's extra columns."""
     f = {ft.key: (ft.kind, list(ft.value(rec, data, sha256_hex)) if ft.repeated else [ft.value(rec, data, sha256_hex)])
-         for ft in features_for(label_kind, resized, masks)}
+         for ft in features_for(label_kind, resized, masks, source_ids)}
     for col, kind, values in rec.features:
         f[col] = (kind, values)
     return _renamed(f, keys)
@@ -145,9 +150,10 @@ class ExampleEncoder:
     CACHED = 4096  # distinct values a row keeps; a row with more (filenames) stops caching
     SMALL = 48     # bytes values longer than this are not cached (hashes, image bytes)
 
-    def __init__(self, label_kind, keys: dict, resized: bool = False, masks: bool = False):
+    def __init__(self, label_kind, keys: dict, resized: bool = False, masks: bool = False, source_ids: bool = False):
         self._kind, self._keys, self._resized, self._masks = label_kind, keys, resized, masks
-        rows = [(keys.get(ft.key, ft.key), ft) for ft in features_for(label_kind, resized, masks)]
+        self._source_ids = source_ids
+        rows = [(keys.get(ft.key, ft.key), ft) for ft in features_for(label_kind, resized, masks, source_ids)]
         # A repeated row (one value per object) is never cached: None in the cache's place.
         self._rows = [(key, ft.kind, ft.value, None if ft.repeated else {}) for key, ft in rows if key]
         self._repeated = {key for key, ft in rows if ft.repeated}
@@ -157,7 +163,7 @@ class ExampleEncoder:
         """(chunks, length) of the record's Example."""
         if rec.features:  # a table's extra columns: merged in key order (and renamed) the general way
             return encode_example(example_features(rec, data, sha256_hex, self._kind, self._keys, self._resized,
-                                                   self._masks))
+                                                   self._masks, self._source_ids))
         pieces: list = []
         total = 0
         for key, kind, value, cache in self._rows:
@@ -178,9 +184,10 @@ class ExampleEncoder:
         return assemble(pieces, total)
 
 
-def feature_schema(label_kind, extra_kinds: tuple, keys: dict, resized: bool = False, masks: bool = False) -> dict:
+def feature_schema(label_kind, extra_kinds: tuple, keys: dict, resized: bool = False, masks: bool = False,
+                   source_ids: bool = False) -> dict:
     """{feature key: kind} of every Example written, after renaming, sorted."""
-    schema = {f.key: f.kind for f in features_for(label_kind, resized, masks)}
+    schema = {f.key: f.kind for f in features_for(label_kind, resized, masks, source_ids)}
     schema.update(dict(extra_kinds))
     return dict(sorted(_renamed(schema, keys).items()))
 

@@ -26,6 +26,13 @@ def shard_options(described: dict) -> dict:
         d["detection"].pop("found", None)  # where the annotations were found, not what they hold
     out = d.pop("output")
     d["feature_keys"] = out["feature_keys"]
+    if out.get("source_ids"):  # runs without it fingerprint as before
+        d["source_ids"] = True
+    # --shard_suffix, --shard_template and --shard_counts at their defaults: as before they existed
+    if d["shards"].get("names") == {"suffix": ".tfrecord", "template": "split", "dataset": ""}:
+        d["shards"].pop("names")
+    if d["shards"].get("counts") == "size":
+        d["shards"].pop("counts")
     d["inputs"].pop("fingerprint_root", None)
     # The label map that results is fingerprinted instead (it is the same
     # whether computed, or carried from the previous version).

@@ -345,7 +345,9 @@ def provenance_name(shard: str) -> str:
     return f"{FOLDER}/{shard}{SUFFIX}"
 
 
-_SHARD = re.compile(r"^[A-Za-z0-9_]{1,64}-\d{5,}-of-\d{5,}\.tfrecord$")
+# An uncompressed TFRecord shard, whatever its naming (--shard_suffix, --shard_template).
+_SHARD = re.compile(r"^(?:[A-Za-z0-9_]{1,64}-\d{5,}-of-\d{5,}(?:\.tfrecords?)?"
+                    r"|[A-Za-z][A-Za-z0-9_]{0,63}-[A-Za-z0-9_]{1,64}\.tfrecord-\d{5,}-of-\d{5,})$")
 _CRC = re.compile(r"[A-Za-z0-9+/]{6}==")
 
 

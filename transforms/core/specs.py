@@ -123,6 +123,16 @@ class OutputFormat(str, enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True)
+class ShardNames:
+    """How shard files are named (--shard_suffix, --shard_template): readers
+    that build names by hand (EfficientNet's holdout shards, TFDS's default
+    template) need theirs. The default is train-00000-of-00016.tfrecord."""
+    suffix: str = ".tfrecord"        # TFRecord shards: .tfrecord, .tfrecords or none (no suffix)
+    template: str = "split"          # split: SPLIT-00000-of-00016.tfrecord; tfds: DATASET-SPLIT.tfrecord-00000-of-00016
+    dataset: str = ""                # tfds: TFDS's DATASET (the dataset folder's name)
+
+
+@dataclasses.dataclass(frozen=True)
 class ShardSpec:
     num_shards: tuple = ()           # ((split, n), ...); "*" for every split
     shard_bytes: int = 150 * 10**6
@@ -132,6 +142,8 @@ class ShardSpec:
     max_per_split: int = 0           # 0: no cap
     index_files: bool = False        # an index per shard for DALI and the PyTorch tfrecord reader
     output_format: OutputFormat = OutputFormat.TFRECORD
+    names: ShardNames = ShardNames()
+    counts: str = "size"             # size: from shard_bytes; tpu: also tensorflow/tpu's 1024/128 (sharding.py)
 
     def requested(self, split: str) -> int:
         d = dict(self.num_shards)
@@ -198,6 +210,7 @@ class OutputSpec:
     # files changed since this time are treated as changed (provenance.racy)
     racy_after_ns: int = dataclasses.field(default=0, metadata=RUN_ONLY)
     reader: tuple = ()               # --for NAME: (NAME, the flags it set, ...) as the summary prints them
+    source_ids: bool = False         # --source_ids: image/source_id on classification records too
 
     @property
     def lock_dir(self) -> str:

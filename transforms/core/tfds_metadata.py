@@ -1,6 +1,7 @@
 """TFDS metadata beside the shards, so `tfds.builder_from_directory(OUT)` loads
 an output: dataset_info.json (the splits' shard lengths and bytes, and a file
-name template matching `train-00000-of-00016.tfrecord`), features.json (the
+name template matching the shards' names: `train-00000-of-00016.tfrecord`, or
+TFDS's own `mnist-train.tfrecord-00000-of-00016`), features.json (the
 Example's features as TFDS feature connectors) and, for class labels, the
 label feature's `<key with / as ->.labels.txt` of class names by id.
 
@@ -39,6 +40,17 @@ DATASET_INFO = "dataset_info.json"
 FEATURES = "features.json"
 LABELS_SUFFIX = ".labels.txt"
 FILENAME_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}"  # train-00000-of-00016.tfrecord
+TFDS_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"  # --shard_template tfds: mnist-train.tfrecord-00000-of-00001
+
+
+def filename_template(options: dict) -> str:
+    """The splits' filepathTemplate for the shard names the run's settings give
+    (--shard_suffix, --shard_template; the manifest's options.shards.names)."""
+    names = ((options or {}).get("shards") or {}).get("names") or {}
+    if names.get("template") == "tfds":
+        return TFDS_TEMPLATE
+    return {"none": "{SPLIT}-{SHARD_X_OF_Y}", ".tfrecords": "{SPLIT}-{SHARD_X_OF_Y}.tfrecords"}.get(
+        names.get("suffix"), FILENAME_TEMPLATE)
 
 _PKG = "tensorflow_datasets.core.features."
 _DTYPES = {BYTES: "string", INT64: "int64", FLOAT: "float32"}
@@ -193,13 +205,16 @@ def metadata_files(manifest: dict, description: str = "") -> dict:
     tree: dict = {parent: _sequence(objects)} if parent else {}
     tree.update((key, _connector(key, kind, roles, names)) for key, kind in manifest["features"].items()
                 if not (parent and key.startswith(parent + "/")))
-    splits = [{"filepathTemplate": FILENAME_TEMPLATE, "name": split, "numBytes": str(s["bytes"]),
+    template = filename_template(manifest.get("options"))
+    splits = [{"filepathTemplate": template, "name": split, "numBytes": str(s["bytes"]),
                "shardLengths": [str(e["records"]) for e in s["shards"]]}
               for split, s in manifest["splits"].items()]
     # "array_record" (--output_format): the FILEFORMAT of the template, so shards are
     # train-00000-of-00016.array_record; TFDS reads them with as_data_source.
     info = {"description": description, "fileFormat": manifest.get("output_format", "tfrecord"), "splits": splits,
             "version": "1.0.0"}
+    if "{DATASET}" in template:  # TFDS fills it from the dataset's name
+        info["name"] = manifest["options"]["shards"]["names"]["dataset"]
     supervised = supervised_keys(manifest)
     if supervised:
         info["supervisedKeys"] = supervised

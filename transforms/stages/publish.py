@@ -38,7 +38,7 @@ from typing import Iterable, NamedTuple
 
 import apache_beam as beam
 
-from tfrecord_pipelines.transforms.core import fingerprint, provenance, publishable, resize, tfds_metadata
+from tfrecord_pipelines.transforms.core import fingerprint, provenance, publishable, resize, sharding, tfds_metadata
 from tfrecord_pipelines.transforms.core.annotations import boxes
 from tfrecord_pipelines.transforms.core.annotations.categories import label_map_pbtxt
 from tfrecord_pipelines.transforms.core.errors import ConversionError
@@ -94,13 +94,13 @@ def build_manifest(spec: PublishSpec, got: RunResults, shards: dict) -> dict:
             "records": sum(s.records for s in ss),
             "bytes": sum(s.bytes for s in ss),
             "num_shards": len(ss),
-            "pattern": f"{split}-*",
+            "pattern": sharding.pattern_of(sharding.names_of(spec.options), _output_format(spec.options), split),
             "label_counts": {names.get(i, str(i)): c for i, c in sorted(per_label.items())},
             "shards": [_shard_entry(s) for s in ss],
         }
     by_reason = rejects.by_reason
     schema = feature_schema(label_map.kind, label_map.extra_kinds, keys, resize.enabled_in(spec.options),
-                            boxes.masks_in(spec.options))
+                            boxes.masks_in(spec.options), bool(spec.options.get("output", {}).get("source_ids")))
     manifest = {
         "format": layout.MANIFEST_FORMAT,
         "tool_version": spec.tool_version,
@@ -109,7 +109,7 @@ def build_manifest(spec: PublishSpec, got: RunResults, shards: dict) -> dict:
         "compression": spec.compression.value,
         "tf_compression_type": spec.compression.tf_name,
         # tfrecord or array_record (--output_format), as the run's settings give it
-        "output_format": spec.options.get("shards", {}).get("output_format", "tfrecord"),
+        "output_format": _output_format(spec.options),
         "counts": {"listed": listed, "written": written, "rejected": len(rejects), "not_selected": not_selected,
                    "excluded": {k.split("/", 1)[1]: v for k, v in sorted(stats.items()) if k.startswith("excluded/")}},
         "rejects_by_reason": dict(sorted(by_reason.items())),
@@ -172,6 +172,10 @@ def how_made(spec: PublishSpec, got: RunResults, shards: list) -> dict:
         made.update({k: stats.get(f"incremental/{k}", 0) for k in ("unchanged", "new", "changed", "removed")})
         made["records_of_damaged_provenance"] = stats.get("incremental/damaged", 0)
     return made
+
+
+def _output_format(options: dict) -> str:
+    return (options.get("shards") or {}).get("output_format", "tfrecord")
 
 
 def _shard_entry(s: ShardResult) -> dict:

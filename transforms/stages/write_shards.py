@@ -68,8 +68,9 @@ from tfrecord_pipelines.transforms.core.annotations import IN_REJECTED, boxes_in
 from tfrecord_pipelines.transforms.core.annotations.boxes import write_objects
 from tfrecord_pipelines.transforms.core.images import BadImage, ImagePolicy, configure_pillow, reencode_image, validate_record
 from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec, Reject, ShardResult, fingerprint, reject
-from tfrecord_pipelines.transforms.core.sharding import shard_name
+from tfrecord_pipelines.transforms.core.sharding import extension_of, shard_name
 from tfrecord_pipelines.transforms.core.specs import QUALITY, REJECTS, STATS, DetectionSpec, OutputFormat, ReadPolicy
+from tfrecord_pipelines.transforms.core.specs import ShardNames
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, crc32c_text
 from tfrecord_pipelines.transforms.storage import fsutil, layout, previous, reads, resume, spill
 from tfrecord_pipelines.transforms.storage.array_record_io import shard_writer
@@ -160,7 +161,9 @@ class WriteSpec:
     policy: ImagePolicy = ImagePolicy()  # how images are read, checked and re-encoded
     compression: Compression = Compression.NONE
     output_format: OutputFormat = OutputFormat.TFRECORD
+    names: ShardNames = ShardNames()   # --shard_suffix, --shard_template
     feature_keys: tuple = ()           # ((default key, new key or ""), ...): --feature_keys
+    source_ids: bool = False           # image/source_id on classification records too (--source_ids)
     # True: this is each image's first read (one read per image), so it is validated here, as it is
     # written. False: ValidateImages checked it before planning; it is read a second time and held to
     # what was validated (a `changed` reject otherwise).
@@ -210,7 +213,8 @@ class _Worker:
         if self.encoders.get(label_kind) is None:
             detection = self.spec.detection
             self.encoders[label_kind] = ExampleEncoder(label_kind, self.keys, self.policy.resize.enabled,
-                                                       detection is not None and detection.masks)
+                                                       detection is not None and detection.masks,
+                                                       self.spec.source_ids)
         return self.encoders[label_kind]
 
     def flush(self, force: bool = False) -> None:
@@ -554,7 +558,8 @@ class _WriteShardFn(beam.DoFn):
         (split, index, num_shards), groups = element
         recs = [rec for _, rec in sorted((it for g in groups for it in spill.load(g)), key=operator.itemgetter(0))]
         spec = self._spec
-        name = shard_name(split, index, num_shards, spec.compression.suffix, spec.output_format.extension)
+        name = shard_name(split, index, num_shards, spec.compression.suffix,
+                          extension_of(spec.names, spec.output_format), spec.names.template, spec.names.dataset)
         where = self._where(fingerprint)
         if spec.reuse.resume_parent and self._done_names(where) and name + resume.DONE_SUFFIX in self._done:
             done = resume.load_done(where, name, split, index, num_shards)

@@ -24,8 +24,13 @@ from tfrecord_pipelines.transforms.core.tfds_metadata import LABELS_SUFFIX as TF
 LOCK = ".tfrecords.lock"          # held by a running conversion
 STAGING_PREFIX = ".tfrecords-staging-"
 RESUME_PREFIX = ".tfrecords-resume-"  # a resume area (transforms/storage/resume.py), named after the run's inputs
-# Any shard we could have written, whatever its split, count, compression or format.
-SHARD_RE = re.compile(r"^[A-Za-z0-9_]{1,64}-\d{5,}-of-\d{5,}\.(tfrecord(\.gz|\.zlib)?|array_record)$")
+# Any shard we could have written, whatever its split, count, compression, format or naming
+# (--shard_suffix: .tfrecord, .tfrecords or none; --shard_template tfds: DATASET-SPLIT.FORMAT-X-of-Y).
+_X_OF_Y = r"\d{5,}-of-\d{5,}"
+SPLIT_SHARD_RE = re.compile(r"^[A-Za-z0-9_]{1,64}-" + _X_OF_Y + r"(?:(?:\.tfrecords?)?(?:\.gz|\.zlib)?|\.array_record)$")
+TFDS_SHARD_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}-[A-Za-z0-9_]{1,64}\.(?:tfrecord-" + _X_OF_Y
+                           + r"(?:\.gz|\.zlib)?|array_record-" + _X_OF_Y + ")$")
+SHARD_RE = re.compile("^(?:" + SPLIT_SHARD_RE.pattern[1:-1] + "|" + TFDS_SHARD_RE.pattern[1:-1] + ")$")
 # --index_files: a shard's record index for DALI's readers.tfrecord and the
 # PyTorch `tfrecord` package, in a folder of its own ("index/<shard name>.idx"):
 # beside the shard, "train-*" (the glob of most TFRecord readers) matched it too.
@@ -151,7 +156,7 @@ def _check_names_and_kinds(m: dict) -> None:
               f"split {name!r}: 'label_counts' is not a map of counts")
         for e in split["shards"]:
             shard = e["name"]
-            _need(bool(SHARD_RE.fullmatch(shard)) and shard.startswith(name + "-"),
+            _need(bool(SHARD_RE.fullmatch(shard)) and split_of(shard) == name,
                   f"split {name!r}: shard {shard[:80]!r} is not a shard name of that split")
             _need(shard not in shards, f"shard {shard!r} is listed twice")
             shards.add(shard)
@@ -179,6 +184,15 @@ def _check_names_and_kinds(m: dict) -> None:
     _need(metadata is None or isinstance(metadata, list) and all(isinstance(n, str) and is_tfds_file(n)
                                                                     and "/" not in n for n in metadata),
           "tfds.metadata is not a list of TFDS metadata file names")
+
+
+def split_of(shard: str) -> str:
+    """The split a shard name of SHARD_RE belongs to ("" for another name)."""
+    if SPLIT_SHARD_RE.match(shard):
+        return shard.split("-", 1)[0]
+    if TFDS_SHARD_RE.match(shard):
+        return shard.split("-", 1)[1].split(".", 1)[0]
+    return ""
 
 
 def index_name(shard: str) -> str:

@@ -70,9 +70,17 @@ def source_id(rel: str) -> str:
     name's stem when it is a number (2008_000008 is not; 000123 is), else a
     63-bit number from the path's hash. Model Garden's parsers read it as an
     int64 (tf.strings.to_number), so it must be a decimal number."""
-    import hashlib
     stem = rel.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     if stem.isascii() and stem.isdigit() and len(stem) <= 18:
         return str(int(stem))
+    return path_id(rel)
+
+
+def path_id(rel: str) -> str:
+    """A 63-bit decimal number from the hash of a relative path: the same path
+    gives the same id in every run. image/source_id of classification records
+    (--source_ids), where class folders often repeat numbered names (cat/1.jpg,
+    dog/1.jpg), so the stem is not used."""
+    import hashlib
     digest = hashlib.sha256(rel.encode("utf-8", "surrogateescape")).digest()
     return str(int.from_bytes(digest[:8], "big") >> 1)
