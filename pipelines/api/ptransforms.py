@@ -62,6 +62,7 @@ def beam_config(**options) -> ConvertConfig:
     from tfrecord_pipelines.api import _beam_names
     from tfrecord_pipelines.options import keywords
     from tfrecord_pipelines.options.parse import build_config
+    from tfrecord_pipelines.options.resolve import resolve
     from tfrecord_pipelines.options.split_flag import parse_split
     from tfrecord_pipelines.transforms.storage import fsutil
     for name, why in _NOT_HERE.items():
@@ -89,7 +90,7 @@ def beam_config(**options) -> ConvertConfig:
                        allow_absolute_paths=o.allow_absolute_paths, source="<Beam PCollection>")
     label_from = "table" if o.label_from == "auto" and not o.label_regex else o.label_from
     run_id = layout.new_run_id()
-    cfg = build_config(o, run_id, given_inputs=(inputs, split, label_from))
+    cfg = build_config(o, resolve(o, rows=True), run_id, given_inputs=(inputs, split, label_from))
     return dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, job_ends_run=True))
 
 

@@ -1,7 +1,8 @@
 """The options of a conversion: declared once (table.py), parsed from the
 command line (flags.py, with Beam's own flags beside ours) or taken from
 Python keywords (keywords.py), turned into the run's frozen config
-(parse.py, config.py).
+(parse.py, config.py) from what one step read of the inputs before it
+(resolve.py).
 
 Importing this package imports no Beam: the run's plan reads the options
 first (pipelines/run/plan.py). The command line's names live in flags.py, which

@@ -19,7 +19,7 @@ YAML_NAMES = ("data.yaml", "dataset.yaml", "data.yml", "dataset.yml")
 
 
 class AnnotationUsageError(ValueError):
-    """A bad --annotations value (parse.py turns it into a UsageError)."""
+    """A bad --annotations value (resolve.py turns it into a UsageError)."""
 
 
 def _pairs(text: str, flag: str) -> list:

@@ -5,8 +5,8 @@ labels and split folders come from the folders below the root.
 It is read inside the pipeline like a label table of one column
 (transforms/core/tables.py's "list" format: gcloud's folder lines are
 skipped), so its rows get a table's validation, reject reasons and counts.
-Here, before the run, it is read once to find the root the folders count
-from: --image_root if given, else the folder of the first folder line that
+Before the run, read_listing (in the resolve step, resolve.py) reads it to
+find the root the folders count from: --image_root if given, else the folder of the first folder line that
 `gcloud storage ls -r` prints when every listed path is below it, else the
 deepest folder all listed paths share (or, for relative paths, the
 listing's own folder, as for a table). A root that a few stray lines moved
@@ -31,15 +31,13 @@ from tfrecord_pipelines.transforms.storage import fsutil
 _TOP_FOLDERS_SEEN = 1000  # more distinct top folders than this are classes, not splits
 
 
-def list_input(o) -> tuple:
-    """(InputSpec, SplitSpec, label source) for --file_list, or UsageError."""
+def read_listing(o) -> tuple:
+    """(the root folders are counted from, the first folder level below it)
+    of --file_list, read from the listing (resolve.py), or UsageError."""
     listing = fsutil.normalize_root(o.file_list)
     if not FileSystems.exists(listing) or (fsutil.is_local(listing) and os.path.isdir(listing)):
         raise UsageError(f"--file_list {o.file_list!r}: no such file (a listing: one image path or gs:// URI a line)")
-    try:
-        encoding = tables.check_encoding(o.table_encoding)
-    except tables.TableError as e:
-        raise UsageError(str(e)) from None
+    encoding = _encoding(o)
     header_root, common = _scan(listing, encoding)
     if o.image_root:
         root = fsutil.normalize_root(o.image_root)
@@ -49,7 +47,21 @@ def list_input(o) -> tuple:
             problem = root_problem(*_root_counts(listing, encoding, "" if common == "" else root))
             if problem:
                 raise UsageError(f"--file_list {o.file_list!r}: {problem}")
-    tops = _top_folders(listing, encoding, root)
+    return root, frozenset(_top_folders(listing, encoding, root))
+
+
+def _encoding(o) -> str:
+    try:
+        return tables.check_encoding(o.table_encoding)
+    except tables.TableError as e:
+        raise UsageError(str(e)) from None
+
+
+def list_input(o, root: str, tops: frozenset) -> tuple:
+    """(InputSpec, SplitSpec, label source) for --file_list, from what
+    read_listing found (no reads here), or UsageError."""
+    listing = fsutil.normalize_root(o.file_list)
+    encoding = _encoding(o)
     split_folders = bool(tops) and all(d.lower() in KNOWN_SPLIT_FOLDERS for d in tops)
     split = parse_split(o.split, split_folders, False)
     if split.source is SplitSource.COLUMN:

@@ -1,20 +1,18 @@
-"""Turn the option strings into a ConvertConfig once, before anything is
-submitted, failing at once with a message that says how to fix it."""
+"""Turn the options' Values into a ConvertConfig once, before anything is
+submitted, failing at once with a message that says how to fix it.
+
+Nothing here touches a file, a bucket or the network: what the inputs hold
+(a table's header, a folder's top folders, LATEST, a --label_map's text) is
+read before, by one step (resolve.py), and handed in as `Resolved`."""
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import posixpath
 import re
 import time
 import unicodedata
 from typing import Optional
-
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
-
-from tfrecord_pipelines.run import offline
 
 from tfrecord_pipelines.outputs import versions
 from tfrecord_pipelines._version import __version__
@@ -30,7 +28,7 @@ from tfrecord_pipelines.transforms.core import resize
 from tfrecord_pipelines.transforms.core.resize import FILTERS, PngPolicy, ResizeMode, ResizePolicy
 from tfrecord_pipelines.transforms.core.specs import OutputFormat, ReadPolicy, ShardNames
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression
-from tfrecord_pipelines.transforms.storage import fsutil
+from tfrecord_pipelines.transforms.storage import fsutil  # its path functions only (names, no reads)
 
 
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?i?B?)\s*$", re.I)
@@ -69,13 +67,11 @@ def parse_num_shards(text: str) -> tuple:
     return tuple(out)
 
 
-def load_label_map(path: str) -> tuple:
-    if offline.skip(path, f"--label_map {path}: that it can be read (the job was built with an empty map)"):
+def label_map_pairs(path: str, raw: Optional[str]) -> tuple:
+    """The ((name, id), ...) of --label_map `path`, whose text is `raw` (None:
+    not read, a dry run's remote file: an empty map)."""
+    if raw is None:
         return ()
-    try:
-        raw = fsutil.read_bytes(path).decode("utf-8-sig")
-    except Exception as e:
-        raise UsageError(f"--label_map {path!r} cannot be read: {e}") from None
     if path.lower().endswith(".json"):
         try:
             d = json.loads(raw)
@@ -108,18 +104,17 @@ def _assumed_columns(o) -> list:
     return list(dict.fromkeys(c for c in named if c))
 
 
-def _read_table_head(path: str, fmt: str, encoding: str, bad: Optional[list] = None) -> tuple[list, list]:
-    if not FileSystems.exists(path):
-        raise UsageError(f"--label_table {path!r}: no such file")
-    if fsutil.is_local(path) and os.path.isdir(path):
-        raise UsageError(f"--label_table {path!r} is a folder, not a table file (for a folder of images use --input)")
-    try:
-        with FileSystems.open(path, compression_type=CompressionTypes.AUTO) as f:
-            return tables.read_columns(tables.text_stream(f, encoding), fmt, bad=bad)
-    except (tables.TableError, UnicodeError) as e:
-        raise UsageError(f"--label_table {path!r}: {e}") from None
-    except (OSError, EOFError) as e:  # unreadable, or a damaged .gz
-        raise UsageError(f"--label_table {path!r} cannot be read: {getattr(e, 'strerror', None) or e}") from None
+@dataclasses.dataclass(frozen=True)
+class Resolved:
+    """What the file system said about a run's inputs, read by resolve.resolve(); None: not read."""
+    subdirs: Optional[tuple] = None         # --input: its top folders (hidden ones left out)
+    table_head: Optional[tuple] = None      # --label_table: (columns, first rows, [(line, BadRow)])
+    listing: Optional[tuple] = None         # --file_list: (root, {top folder below it})
+    annotations: Optional[tuple] = None     # --annotations: (InputSpec, DetectionSpec, splits come with them)
+    latest: tuple = ("", None)              # --versioned: (the version LATEST names, its manifest)
+    latest_error: str = ""                  # --versioned: why LATEST's manifest cannot be read
+    latest_named: str = ""                  # with --full and latest_error: the name LATEST holds
+    label_map_text: Optional[str] = None    # --label_map: its text
 
 
 # --for NAME: the flags each reader needs, as (flag, value); True for an on/off flag. Only flags the user
@@ -168,40 +163,53 @@ def _apply_reader(o) -> tuple:
     return o.replace(**changes), tuple(applied)
 
 
-def build_config(o, run_id: str, progress: bool = False, given_inputs: Optional[tuple] = None) -> ConvertConfig:
-    """`given_inputs`: (InputSpec, SplitSpec, label source) of inputs that are
-    not a flag (the rows of a user's own pipeline: tfrecord_pipelines/ptransforms.py)."""
-    o, reader = _apply_reader(o)
+def door(values, rows: bool = False):
+    """`values` with the flags of --for NAME, once the options every run
+    needs are there (`rows`: the inputs are a pipeline's rows, not a flag);
+    UsageError otherwise. The first check, before anything is read."""
+    o, _ = _apply_reader(values)
+    _check_door(o, rows)
+    return o
+
+
+def _check_door(o, rows: bool) -> None:
     if not o.output:
         raise UsageError("--output is required: the folder (local or gs://) for the shards")
     if not o.lock_ttl_hours > 0:
         raise UsageError(f"--lock_ttl_hours {o.lock_ttl_hours} must be positive")
     if [bool(o.input), bool(o.label_table), bool(o.file_list), bool(o.annotations),
-            given_inputs is not None].count(True) != 1:
+            rows].count(True) != 1:
         raise UsageError("give exactly one of --input (an image folder tree), --label_table (a CSV/TSV/JSONL "
                          "label table with --image_root), --file_list (a listing of image paths) or --annotations "
                          "(COCO, Pascal VOC or YOLO boxes)")
+
+
+def build_config(o, resolved: Resolved, run_id: str, progress: bool = False,
+                 given_inputs: Optional[tuple] = None) -> ConvertConfig:
+    """The run's config from the Values `o` and what resolve.resolve(o) read
+    for them. `given_inputs`: (InputSpec, SplitSpec, label source) of inputs
+    that are not a flag (the rows of a user's own pipeline: api/ptransforms.py)."""
+    o, reader = _apply_reader(o)
+    _check_door(o, given_inputs is not None)
     detection = None
     if given_inputs is not None:
         inputs, split, label_from = given_inputs
     elif o.annotations:
-        inputs, split, label_from, detection = _annotations(o)
+        inputs, split, label_from, detection = _annotations(o, resolved.annotations)
     elif o.file_list:
         from tfrecord_pipelines.options.file_list import list_input
-        inputs, split, label_from = list_input(o)
+        inputs, split, label_from = list_input(o, *resolved.listing)
     else:
-        inputs, split, label_from = _folder_input(o) if o.input else _table_input(o)
+        inputs, split, label_from = (_folder_input(o, resolved.subdirs) if o.input
+                                     else _table_input(o, resolved.table_head))
     previous_version, previous, broken = "", None, ""
     if o.versioned:
-        try:
-            if not offline.skip(o.output, f"--output {o.output}: which version LATEST names (the job was built as "
-                                "a first version, with no label map carried over)"):
-                previous_version, previous = versions.read_latest(fsutil.normalize_root(o.output))
-        except ValueError as e:
+        previous_version, previous = resolved.latest
+        if resolved.latest_error:
             if not o.full:
-                raise UsageError(f"{e}. Pass --full to convert everything again (the class ids of that version "
-                                 "are then lost, unless --label_map gives them)") from None
-            previous_version, broken = versions.latest_name(fsutil.normalize_root(o.output)), str(e)
+                raise UsageError(f"{resolved.latest_error}. Pass --full to convert everything again (the class ids "
+                                 "of that version are then lost, unless --label_map gives them)")
+            previous_version, broken = resolved.latest_named, resolved.latest_error
         inputs = dataclasses.replace(inputs, fingerprint_root=inputs.kind is InputKind.TABLE)
     elif o.version or o.republish_unchanged or o.full or o.keep_versions:
         raise UsageError("--version, --republish_unchanged, --full and --keep_versions need --versioned")
@@ -215,7 +223,7 @@ def build_config(o, run_id: str, progress: bool = False, given_inputs: Optional[
     images = dataclasses.replace(images, perceptual_hash=quality.enabled and quality.max_distance > 0
                                  and images.validation is Validation.FULL)
     cfg = ConvertConfig(
-        inputs=inputs, labels=_label_spec(o, label_from, inputs, previous), splits=split,
+        inputs=inputs, labels=_label_spec(o, label_from, inputs, previous, resolved.label_map_text), splits=split,
         images=images, shards=shards,
         output=_output_spec(o, run_id, keys, progress, previous_version, previous),
         max_reject_fraction=_fraction(o.max_reject_fraction), quality=quality,
@@ -262,13 +270,10 @@ def _incremental(cfg: ConvertConfig, o, previous: Optional[dict], broken: str = 
     return dataclasses.replace(cfg, output=dataclasses.replace(out, **changes))
 
 
-def _annotations(o) -> tuple:
-    """--annotations (pipelines/options/annotation_input.py): inputs, splits, label source, DetectionSpec."""
-    from tfrecord_pipelines.options.annotation_input import AnnotationUsageError, annotation_input
-    try:
-        inputs, detection, keyed = annotation_input(o)
-    except AnnotationUsageError as e:
-        raise UsageError(str(e)) from None
+def _annotations(o, found: tuple) -> tuple:
+    """--annotations: inputs, splits, label source, DetectionSpec; `found`: (InputSpec, DetectionSpec,
+    whether splits come with them), what resolve read (pipelines/options/annotation_input.py)."""
+    inputs, detection, keyed = found
     if o.label_table or o.label_regex or o.label_from not in ("auto", "table") or o.label_type != "auto":
         raise UsageError("with --annotations the classes are the annotations' categories: drop --label_from, "
                          "--label_regex and --label_type")
@@ -299,13 +304,11 @@ def _stratify(o, split: SplitSpec) -> SplitSpec:
         else split
 
 
-def _folder_input(o) -> tuple[InputSpec, SplitSpec, str]:
+def _folder_input(o, found: Optional[tuple]) -> tuple[InputSpec, SplitSpec, str]:
+    """`found`: the folder's top folders (None: not listed, a dry run's remote folder)."""
     root = fsutil.normalize_root(o.input)
-    unlisted = offline.skip(root, f"--input {o.input}: that it exists and holds images, and whether its top "
-                            "folders are split folders (the job was built as if not, unless --split folders)")
-    if not unlisted and not fsutil.is_dir(root):
-        raise UsageError(_not_a_folder(o.input, root))
-    subdirs = [] if unlisted else [d for d in fsutil.list_subdirs(root) if not d.startswith(".")]
+    unlisted = found is None
+    subdirs = list(found or ())
     split_folders = bool(subdirs) and all(d.lower() in KNOWN_SPLIT_FOLDERS for d in subdirs)
     split = parse_split(o.split, split_folders, False)
     if split.source is SplitSource.COLUMN:
@@ -320,26 +323,8 @@ def _folder_input(o) -> tuple[InputSpec, SplitSpec, str]:
     return inputs, split, o.label_from
 
 
-def _not_a_folder(given: str, root: str) -> str:
-    """Why --input is not a folder of images: a label table given as --input
-    is pointed to --label_table."""
-    try:
-        is_file = os.path.isfile(root) if fsutil.is_local(root) else FileSystems.exists(root)
-    except Exception:  # e.g. a bucket we may not read: say what we know
-        is_file = False
-    if not is_file:
-        return f"--input {given!r}: no such folder (or it holds no files)"
-    try:
-        tables.table_format(root)
-    except tables.TableError:
-        return (f"--input {given!r} is a file, not a folder: --input takes the folder that holds the images "
-                "(root/<class>/<image>)")
-    return (f"--input {given!r} is a file, not a folder of images: for a label table use --label_table "
-            f"{given} (its paths are relative to its folder, or to --image_root)")
-
-
-def _table_input(o) -> tuple[InputSpec, SplitSpec, str]:
-    table = fsutil.normalize_root(o.label_table)
+def table_format(o, table: str) -> tuple:
+    """(format, encoding) of --label_table `table`, from its name and --table_encoding."""
     try:
         fmt = tables.table_format(table)
     except tables.TableError as e:
@@ -348,13 +333,15 @@ def _table_input(o) -> tuple[InputSpec, SplitSpec, str]:
         encoding = tables.check_encoding(o.table_encoding)
     except tables.TableError as e:
         raise UsageError(str(e)) from None
-    bad: list = []
-    if offline.skip(table, f"--label_table {o.label_table}: that it exists, and its header (the job was built "
-                    "with the columns --path_column, --label_column, --split_column and --extra_columns name, "
-                    "else 'filename' and 'label')"):
-        columns, sample = _assumed_columns(o), []
-    else:
-        columns, sample = _read_table_head(table, fmt, encoding, bad)
+    return fmt, encoding
+
+
+def _table_input(o, head: Optional[tuple]) -> tuple[InputSpec, SplitSpec, str]:
+    """`head`: (columns, first rows, [(line, BadRow)]) of the table (None: not read, a dry run's
+    remote table: the columns the flags name)."""
+    table = fsutil.normalize_root(o.label_table)
+    fmt, encoding = table_format(o, table)
+    columns, sample, bad = head if head is not None else (_assumed_columns(o), [], [])
     undecodable = [n for n, row in bad if publishable.TABLE_ENCODING in row.detail]
     if undecodable and o.max_reject_fraction < 1:  # the publish step would refuse it: say so before the run
         raise UsageError(f"--label_table {o.label_table!r}: " + publishable.undecodable_rows(
@@ -413,7 +400,8 @@ def _output_spec(o, run_id: str, keys: tuple, progress: bool, previous_version: 
                       republish=o.republish_unchanged, source_ids=o.source_ids)
 
 
-def _label_spec(o, label_from: str, inputs: InputSpec, previous: Optional[dict] = None) -> LabelSpec:
+def _label_spec(o, label_from: str, inputs: InputSpec, previous: Optional[dict] = None,
+                label_map_text: Optional[str] = None) -> LabelSpec:
     if label_from == "auto":
         label_from = "regex" if o.label_regex else "table" if inputs.kind is InputKind.TABLE else "folder"
     source = LabelSource(label_from)
@@ -428,7 +416,7 @@ def _label_spec(o, label_from: str, inputs: InputSpec, previous: Optional[dict] 
         raise UsageError("--label_depth 0 names no folder; use 1 for root/<class>/..., -1 for the image's folder")
     if not -(2**62) <= o.label_offset <= 2**62:
         raise UsageError(f"--label_offset {o.label_offset} is out of range (class ids are int64)")
-    frozen = load_label_map(o.label_map) if o.label_map else None
+    frozen = label_map_pairs(o.label_map, label_map_text) if o.label_map else None
     carried = (previous or {}).get("label_map", {})
     if frozen is None and carried.get("kind") == LabelType.CLASS and o.label_type in (LabelType.AUTO, LabelType.CLASS):
         # A new version keeps the class ids of the version before it.

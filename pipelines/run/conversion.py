@@ -1,6 +1,7 @@
 """A conversion's two steps, shared by `tfrecords convert`/`check`
-(commands/convert.py) and the Python API (api.py): configure (the options
-turned into the run's config, the runner chosen as the plan says; UsageError
+(commands/convert.py) and the Python API (api.py): configure (what the
+inputs hold read once, options/resolve.py, then the options turned into the
+run's config, options/parse.py; the runner chosen as the plan says; UsageError
 before anything is submitted or locked), then execute (the run under its
 lifecycle, lifecycle.py: the output locked, the pipeline of pipeline.py built
 and run, the run ended)."""
@@ -16,6 +17,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 from tfrecord_pipelines.run import lifecycle, offline, runtime
 from tfrecord_pipelines.options.config import ConvertConfig
 from tfrecord_pipelines.options.parse import UsageError, build_config
+from tfrecord_pipelines.options.resolve import resolve
 from tfrecord_pipelines.run.plan import Plan
 from tfrecord_pipelines.transforms.storage import layout, reads
 
@@ -47,7 +49,7 @@ def configure(values, options: PipelineOptions, plan: Plan, check_only: bool = F
     if values.spill == "on" and not local:
         raise UsageError("--spill on is for local runs (the spill files must be on the workers' own disk); a "
                          "remote runner uses its own shuffle: leave --spill at auto")
-    cfg = build_config(values, run_id, progress=local and values.progress != "off")
+    cfg = build_config(values, resolve(values), run_id, progress=local and values.progress != "off")
     # A job handed to a remote runner goes on if the launcher stops watching: it ends the run itself.
     cfg = dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, job_ends_run=not local))
     if check_only:  # validate and report, whether or not the inputs changed since LATEST (--versioned)

@@ -78,3 +78,13 @@ def test_a_semicolon_table_after_blank_lines_keeps_its_line_numbers():
         (1, {"filename": "a.jpg", "label": "cat"}), (2, {"filename": "b.jpg", "label": "dog"})]
     _, got = tables.open_rows(tables.text_stream(io.BytesIO(b"\nfilename;label\na.jpg;cat\n")), "csv")
     assert [n for n, _ in got] == [3]
+
+
+def test_a_csv_path_cell_is_stripped_and_its_written_form_kept_aside():
+    text = 'path,label\nx/a.jpg  , cat \n" x/b.jpg",dog\nx/c.jpg,cat\n   ,cat\n'
+    _, got = tables.open_rows(tables.text_stream(io.BytesIO(text.encode())), "csv", exact=("path",))
+    padded: dict = {}
+    got = list(tables.strip_path_cells(got, "path", padded))
+    assert [row["path"] for _, row in got] == ["x/a.jpg", "x/b.jpg", "x/c.jpg", ""]
+    assert [row["label"] for _, row in got] == ["cat", "dog", "cat", "cat"]
+    assert padded == {2: "x/a.jpg  ", 3: " x/b.jpg"}  # a blank cell is a missing path, not a padded one

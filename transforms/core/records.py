@@ -32,7 +32,7 @@ class Reason(str, enum.Enum):
     BAD_SPLIT = "bad_split"                    # split name not allowed
     DUPLICATE = "duplicate"                    # the same file named again with the same label
     CONFLICTING_LABELS = "conflicting_labels"  # the same file named with different labels
-    AMBIGUOUS = "ambiguous"                    # an extension-less table id matching several files
+    AMBIGUOUS = "ambiguous"                    # a table id matching several files, or a CSV path with two readings
     CHANGED = "changed"                        # the file changed between validation and writing
     NOT_A_FILE = "not_a_file"                  # a FIFO, device, socket or folder where a file was expected
     TOO_LARGE = "too_large"                    # more bytes than --max_file_bytes

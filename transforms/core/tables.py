@@ -266,6 +266,20 @@ def _with_header(rows: Iterator[tuple], header: list, exact: tuple = ()) -> Iter
                       for i, k in enumerate(header)}
 
 
+def strip_path_cells(rows: Iterator[tuple], path_column: str, padded: dict) -> Iterator[tuple]:
+    """open_rows' rows with the path cell stripped, as every other CSV cell is;
+    `padded` gets {line: the cell as written} for each cell that lost white
+    space (which may yet name a file of its own: list_inputs.padded_path_check)."""
+    for n, row in rows:
+        if isinstance(row, dict):
+            cell = row.get(path_column, "")
+            if cell != cell.strip():
+                row[path_column] = cell.strip()
+                if row[path_column]:
+                    padded[n] = cell
+        yield n, row
+
+
 class _Counting:
     """An iterator of lines that counts them (csv reads ahead over quoted newlines)."""
 

@@ -25,7 +25,7 @@ from tfrecord_pipelines.transforms.core.fingerprint import FINGERPRINT, RACY
 from tfrecord_pipelines.transforms.core.labels import nfc
 from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec, Reject, reject
 from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS, STATS, InputKind, InputSpec
-from tfrecord_pipelines.transforms.storage import listing, spill
+from tfrecord_pipelines.transforms.storage import fsutil, listing, spill
 from tfrecord_pipelines.transforms.storage.progress import Progress
 
 BATCH = 500
@@ -115,13 +115,18 @@ class _ReadTableFn(beam.DoFn):
 
         with FileSystems.open(table, compression_type=CompressionTypes.AUTO) as f:
             # Python rows (a DataFrame) and JSON Lines give paths as typed strings: taken exactly (`x/a.jpg ` is
-            # not `x/a.jpg`); a hand-written CSV's cells are stripped, as its spaces around values are layout
+            # not `x/a.jpg`); a hand-written CSV's cells are stripped, as its spaces around values are layout,
+            # unless a file of the name as written exists too (padded_path_check)
             spec = self._spec
-            exact = (spec.path_column,) if spec.kind is InputKind.ROWS or spec.source or spec.table_format == "jsonl" \
-                else ()
+            typed = spec.kind is InputKind.ROWS or bool(spec.source) or spec.table_format == "jsonl"
+            padded: dict = {}
             _, rows = tables.open_rows(tables.text_stream(f, self._spec.table_encoding), self._spec.table_format,
-                                       exact=exact)
-            rows = (table_row_to_rec(i, row, self._spec) for i, row in hashed(rows))
+                                       exact=(spec.path_column,) if typed or spec.table_format in ("csv", "tsv")
+                                       else ())
+            if not typed and spec.table_format in ("csv", "tsv"):
+                rows = tables.strip_path_cells(rows, spec.path_column, padded)
+            rows = (padded_path_check(table_row_to_rec(i, row, self._spec), padded.pop(i, ""), self._spec)
+                    for i, row in hashed(rows))
             for batch in batched(rows):
                 n += len(batch)
                 self._progress.add(len(batch))
@@ -133,6 +138,26 @@ class _ReadTableFn(beam.DoFn):
         self._progress.flush(force=True)
         yield beam.pvalue.TaggedOutput(FINGERPRINT, ("table", digest.hexdigest()))
         yield beam.pvalue.TaggedOutput(STATS, ("listed", n))
+
+
+def padded_path_check(item, written: str, spec: InputSpec):
+    """`item` (table_row_to_rec's), or an `ambiguous` Reject when its CSV path
+    cell was `written` with white space at its ends and a file of that name, as
+    written, exists beside the one the stripped name gives: which one the row
+    means cannot be told, and neither image may stand in for the other."""
+    if not written or not isinstance(item, Rec):
+        return item
+    try:
+        rel, path = tables.resolve_path(written, spec.root, spec.allow_absolute_paths)
+    except tables.UnsafePath:
+        return item
+    if rel == item.rel or not fsutil.exists(path):
+        return item
+    both = fsutil.exists(item.path)
+    return reject(item, Reason.AMBIGUOUS, f"the path cell {written!r} has white space at its ends: a CSV cell "
+                  f"without it names {item.rel!r}{'' if both else ' (no such file)'}, and a file {rel!r} exists"
+                  f"{' too' if both else ''}; rename {'one of them' if both else 'it'}, or give the table as JSON "
+                  "Lines, whose paths are taken exactly")
 
 
 def _row_digest(row, spec: InputSpec) -> int:
