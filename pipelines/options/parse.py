@@ -30,7 +30,7 @@ from tfrecord_pipelines.transforms.core import resize
 from tfrecord_pipelines.transforms.core.resize import FILTERS, PngPolicy, ResizeMode, ResizePolicy
 from tfrecord_pipelines.transforms.core.specs import OutputFormat, ReadPolicy
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression
-from tfrecord_pipelines.transforms.storage import fsutil
+from tfrecord_pipelines.transforms.storage import confined, fsutil
 
 
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?i?B?)\s*$", re.I)
@@ -253,6 +253,11 @@ def _incremental(cfg: ConvertConfig, o, previous: Optional[dict], broken: str = 
                                                    fsutil.join(out.root, out.previous_version))
             except provenance.ProvenanceError as e:
                 why = f"its manifest's provenance section is malformed ({e}); --full repairs it"
+        if prev is not None:  # copied from only where it lies: never through a link out of the version
+            out_of = confined.link_out(prev.folder, [provenance.FOLDER, *(n for s in prev.shards for n in (
+                s.name, provenance.provenance_name(s.name)))], out.root)
+            if out_of:
+                prev, why = None, f"{out_of}: not copied from"
         changes.update(previous=prev, why_full=why)
     return dataclasses.replace(cfg, output=dataclasses.replace(out, **changes))
 
