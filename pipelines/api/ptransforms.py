@@ -143,6 +143,8 @@ def _take_output(cfg: ConvertConfig, ttl_hours: float, break_lock: bool) -> bool
             raise
         return True
     try:
+        from tfrecord_pipelines.outputs import versions
+        versions.make_version_folder(out)  # never through a path a neighbour planted under its name
         output_guard.check_output(out.output, "", out.overwrite)  # rows: no folder is listed
         output_guard.remove_leftover_staging(out.output, out.run_id)
     except BaseException:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import sys
 from typing import TYPE_CHECKING
 
@@ -47,7 +48,7 @@ def print_summary(output: str, seconds: float, out=None) -> None:
     excluded = c.get("excluded") or {}
     if excluded:
         print("not listed: " + ", ".join(f"{k} {v:,}" for k, v in excluded.items()), file=out)
-    for line in made_lines(m):
+    for line in made_lines(m, posixpath.dirname(output) if m.get("version") else ""):
         print(line, file=out)
     lm = m["label_map"]
     if lm["kind"] in (LabelType.CLASS, LabelType.INT):
@@ -126,10 +127,11 @@ def count_lines(c: dict, kept: str, by_reason: dict, rejects_path: str) -> list:
     return lines
 
 
-def made_lines(m: dict) -> list:
+def made_lines(m: dict, root: str = "") -> list:
     """How the output was made (the manifest's "made"): copied from which
     version, or why it was a full conversion; what a resume kept; which
-    versions --keep_versions removed. A field of another type (a damaged
+    versions --keep_versions removed (those still in `root`, the dataset
+    root, are said not removed) or kept. A field of another type (a damaged
     manifest) reads as absent."""
     made = m.get("made")
     if not isinstance(made, dict):
@@ -161,7 +163,18 @@ def made_lines(m: dict) -> list:
                      "kept from a killed run of the same inputs and options")
     removed = made.get("versions_removed")
     if isinstance(removed, list) and removed:
-        lines.append("removed versions (--keep_versions): " + ", ".join(map(str, removed)))
+        # The manifest, written before the version became current, lists what was to go: only what went is said
+        # removed (a version that could not be removed whole is still there).
+        left = [str(v) for v in removed if root and fsutil.exists(fsutil.join(root, str(v)))]
+        gone = [str(v) for v in removed if str(v) not in left]
+        if gone:
+            lines.append("removed versions (--keep_versions): " + ", ".join(gone))
+        if left:
+            lines.append("warning: versions not removed (--keep_versions): " + ", ".join(left)
+                         + " (still in the root: remove them yourself)")
+    kept = made.get("versions_not_removed")
+    if isinstance(kept, dict):
+        lines += [f"warning: version {v} kept (--keep_versions): {why}; remove it yourself" for v, why in kept.items()]
     return lines
 
 
@@ -230,8 +243,9 @@ def _publish_lines(got: dict, cfg) -> list:
         lines = [f"would publish version {o.version} in {o.root} and point LATEST at it"]
         if o.keep_versions:
             from tfrecord_pipelines.transforms.storage.retention import versions_to_remove
-            gone = versions_to_remove(o)
+            gone, kept = versions_to_remove(o)
             lines.append(f"would remove versions (--keep_versions {o.keep_versions}): {', '.join(gone) or 'none'}")
+            lines += [f"would keep version {v} (--keep_versions): {why}" for v, why in kept.items()]
         return lines
     names = [n for n in fsutil.list_dir(o.output) if layout.is_dataset_file(n)]
     if not names:

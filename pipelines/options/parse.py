@@ -114,6 +114,7 @@ class Resolved:
     latest: tuple = ("", None)              # --versioned: (the version LATEST names, its manifest)
     latest_error: str = ""                  # --versioned: why LATEST's manifest cannot be read
     latest_named: str = ""                  # with --full and latest_error: the name LATEST holds
+    latest_link_out: str = ""               # --versioned: a part of LATEST's version that is a link out of it
     label_map_text: Optional[str] = None    # --label_map: its text
 
 
@@ -233,10 +234,10 @@ def build_config(o, resolved: Resolved, run_id: str, progress: bool = False,
         if reader[0] == "tfds" and not o.version:
             reader += (f"--version {cfg.output.version}",)
         cfg = dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, reader=reader))
-    return _incremental(cfg, o, previous, broken)
+    return _incremental(cfg, o, previous, broken, resolved.latest_link_out)
 
 
-def _incremental(cfg: ConvertConfig, o, previous: Optional[dict], broken: str = "") -> ConvertConfig:
+def _incremental(cfg: ConvertConfig, o, previous: Optional[dict], broken: str = "", link_out: str = "") -> ConvertConfig:
     """Where a killed run of these inputs resumes, and (--versioned) whether
     the records of the version LATEST names may be copied, or why not."""
     out, inputs = cfg.output, cfg.inputs
@@ -266,6 +267,8 @@ def _incremental(cfg: ConvertConfig, o, previous: Optional[dict], broken: str = 
                                                    fsutil.join(out.root, out.previous_version))
             except provenance.ProvenanceError as e:
                 why = f"its manifest's provenance section is malformed ({e}); --full repairs it"
+        if prev is not None and link_out:  # copied from only where it lies: never through a link out of the version
+            prev, why = None, f"{link_out}: not copied from"
         changes.update(previous=prev, why_full=why)
     return dataclasses.replace(cfg, output=dataclasses.replace(out, **changes))
 

@@ -20,9 +20,9 @@ from tfrecord_pipelines.options import parse
 from tfrecord_pipelines.options.parse import Resolved  # noqa: F401 (what resolve() returns, offered here)
 from tfrecord_pipelines.outputs import versions
 from tfrecord_pipelines.run import offline
-from tfrecord_pipelines.transforms.core import tables
+from tfrecord_pipelines.transforms.core import provenance, tables
 from tfrecord_pipelines.transforms.core.errors import UsageError
-from tfrecord_pipelines.transforms.storage import fsutil
+from tfrecord_pipelines.transforms.storage import confined, fsutil
 
 
 def resolve(values, rows: bool = False) -> Resolved:
@@ -116,9 +116,25 @@ def _latest(o) -> dict:
                     "a first version, with no label map carried over)"):
         return {}
     try:
-        return {"latest": versions.read_latest(root)}
+        latest = versions.read_latest(root)
     except ValueError as e:
         return {"latest_error": str(e), "latest_named": versions.latest_name(root) if o.full else ""}
+    return {"latest": latest, "latest_link_out": _link_out(root, *latest)}
+
+
+def _link_out(root: str, name: str, manifest) -> str:
+    """The first part of the version LATEST names (its provenance folder, a shard, a provenance file) that
+    is a link out of it, or "": records are copied from a version only where it lies."""
+    if not name or not isinstance(manifest, dict):
+        return ""
+    try:
+        prev = provenance.previous_version(manifest, name, fsutil.join(root, name))
+    except (provenance.ProvenanceError, KeyError, TypeError, AttributeError):
+        return ""  # not a version to copy from: parse says why it converts in full
+    if prev is None:
+        return ""
+    return confined.link_out(prev.folder, [provenance.FOLDER, *(n for s in prev.shards for n in (
+        s.name, provenance.provenance_name(s.name)))], root)
 
 
 def _label_map_text(path: str) -> Optional[str]:

@@ -5,7 +5,7 @@ the temp folder's leftovers: lifecycle.reclaim_scratch)."""
 from __future__ import annotations
 
 from tfrecord_pipelines.outputs import output_guard
-from tfrecord_pipelines.transforms.storage import fsutil, layout, resume, run_lock
+from tfrecord_pipelines.transforms.storage import confined, fsutil, layout, resume, run_lock
 
 
 def clean_output(output: str) -> tuple[list, list]:
@@ -16,6 +16,8 @@ def clean_output(output: str) -> tuple[list, list]:
     run_id = layout.new_run_id("cleanup-")
     folders = [output] + [fsutil.join(output, d) for d in fsutil.list_subdirs(output)
                           if layout.VERSION_NAME.match(d) and not d.startswith(layout.STAGING_PREFIX)]
+    # never through a link planted under a version's name, nor into a filesystem mounted there
+    folders = [f for f in folders if f == output or confined.is_plain_folder(f)]
     run_lock.acquire(output, run_id, ttl_hours=1.0)
     removed, areas = [], []
     try:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import datetime
 from typing import Optional
 
-from tfrecord_pipelines.transforms.core.errors import ConversionError
+from tfrecord_pipelines.transforms.core.errors import ConversionError, UsageError
 from tfrecord_pipelines.transforms.core.specs import OutputSpec
-from tfrecord_pipelines.transforms.storage import fsutil, layout
+from tfrecord_pipelines.transforms.storage import confined, fsutil, layout
 
 LATEST = layout.LATEST
 VERSION_NAME = layout.VERSION_NAME
@@ -47,3 +47,29 @@ def check_latest_unchanged(out: OutputSpec) -> None:
 def latest_name(root: str) -> str:
     """The version name LATEST holds, or "" (none, or not a readable version name)."""
     return layout.latest_name(root)
+
+
+def make_version_folder(out: OutputSpec) -> None:
+    """Makes the run's version folder, under the root's lock, before anything
+    is written into it: a path a neighbour planted under the version's name
+    (a symbolic link out of the root, a folder of another user, a mount) is
+    refused, never written through (transforms/storage/confined.py)."""
+    if not out.root or out.check_only:
+        return
+    try:
+        confined.make_version_folder(out.root, out.version)
+    except confined.Refused as e:
+        raise UsageError(str(e)) from None
+
+
+def in_own_folder(out: OutputSpec) -> bool:
+    """Whether the run's output is its own: not a version folder that is a
+    link or another user's (then nothing of the run is there to remove)."""
+    return not (out.root and fsutil.is_local(out.root) and confined.why_not_a_folder_of(out.root, out.version))
+
+
+def remove_if_unused(out: OutputSpec) -> None:
+    """The run's version folder, removed if the run left it empty (it
+    published nothing: unchanged inputs, a refusal, a failure)."""
+    if out.root and not out.check_only:
+        confined.remove_if_empty(out.output)

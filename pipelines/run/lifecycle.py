@@ -188,6 +188,7 @@ def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool, runner: str =
     run = Run(cfg)
     try:
         versions.check_latest_unchanged(out)  # read before the lock was ours
+        versions.make_version_folder(out)  # never through a path a neighbour planted under its name
         try:
             # A run killed while publishing into this output: its shards go back to its resume area.
             for line in resume.recover(out.root or out.output):
@@ -199,7 +200,9 @@ def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool, runner: str =
         yield run
     finally:
         if not run.handed_off:
-            fsutil.delete_tree(layout.staging_dir(out.output, out.run_id))
+            if versions.in_own_folder(out):
+                fsutil.delete_tree(layout.staging_dir(out.output, out.run_id))
+                versions.remove_if_unused(out)
             run_lock.release(out.lock_dir, out.run_id)
 
 

@@ -308,26 +308,25 @@ def test_done_records_round_trip_and_refuse_what_they_are_not():
 
 
 def test_run_ids_made_in_one_second_still_sort_by_start():
-    """--keep_versions keeps the newest by run id: ids made within one second
-    (small runs, scripts) must sort in the order they were made, not by their
-    random part, and never repeat."""
+    """LATEST never moves back to an older run's version, by run id: ids made
+    within one second (small runs, scripts) must sort in the order they were
+    made, not by their random part, and never repeat."""
     import re
     from tfrecord_pipelines.transforms.storage import layout
     ids = [layout.new_run_id() for _ in range(200)]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     assert all(re.fullmatch(r"\d{8}-\d{6}-\d{6}-[0-9a-f]{8}", i) for i in ids)  # [:15]: the start to the second
     assert re.fullmatch(r"\d{8}-\d{6}-\d{6}-cleanup-[0-9a-f]{8}", layout.new_run_id("cleanup-"))
-    made = [(layout.new_run_id(), f"v{k}") for k in range(4)]  # four versions in well under a second
-    assert pv.versions_beyond(list(reversed(made)), 2, ("v3",)) == ["v0", "v1"]
 
 
 def test_versions_beyond_keeps_the_newest_and_never_a_protected_one():
-    complete = [("20261101-000000-a", "v1"), ("20261102-000000-b", "v2"), ("20261103-000000-c", "v3"),
-                ("20261104-000000-d", "v4")]
+    complete = ["v4", "v3", "v2", "v1"]  # LATEST's history, the newest first
     assert pv.versions_beyond(complete, 2, ("v4",)) == ["v1", "v2"]
     assert pv.versions_beyond(complete, 2, ("v4", "v1")) == ["v2", "v3"]  # LATEST on an old one stays
     assert pv.versions_beyond(complete, 5, ("v4",)) == []
     assert pv.versions_beyond(complete, 1, ("v4",)) == ["v1", "v2", "v3"]
+    # The history's order, never the names' (nor any run id a manifest claims).
+    assert pv.versions_beyond(["2.0", "v9-forged", "1.0"], 1, ("2.0",)) == ["1.0", "v9-forged"]
 
 
 def test_only_rejects_decided_by_the_bytes_are_carried():

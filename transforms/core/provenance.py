@@ -607,15 +607,14 @@ def parse_done(data: bytes, name: str) -> tuple:
 # ---- retention ------------------------------------------------------------------------------------------------
 
 
-def versions_beyond(complete: list, keep: int, protect: Iterable[str]) -> list:
-    """The versions --keep_versions removes: of `complete` [(run id, version
-    name)] (complete versions, with a manifest), all but the `keep` newest by
-    their run's start (run ids begin with it), never one in `protect`."""
+def versions_beyond(newest_first: list, keep: int, protect: Iterable[str]) -> list:
+    """The versions --keep_versions removes: of `newest_first` (complete
+    version names, in LATEST's history: the newest first), all but the `keep`
+    newest, oldest first, never one in `protect` (then one newer goes)."""
     protect = set(protect)
-    ordered = sorted(complete)
-    excess = len(ordered) - keep
+    excess = len(newest_first) - keep
     out = []
-    for _, name in ordered:
+    for name in reversed(newest_first):
         if excess <= 0:
             break
         if name not in protect:

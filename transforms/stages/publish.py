@@ -45,7 +45,7 @@ from tfrecord_pipelines.transforms.core.errors import ConversionError
 from tfrecord_pipelines.transforms.core.features import feature_roles, feature_schema, tfmd_schema
 from tfrecord_pipelines.transforms.core.records import ShardResult
 from tfrecord_pipelines.transforms.core.specs import PublishSpec
-from tfrecord_pipelines.transforms.storage import fsutil, layout, report_data, resume, retention, run_lock
+from tfrecord_pipelines.transforms.storage import confined, fsutil, layout, report_data, resume, retention, run_lock
 from tfrecord_pipelines.transforms.storage.reject_log import RejectLog
 
 
@@ -262,7 +262,11 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
     for line in manifest["warnings"]:
         logging.getLogger(__name__).warning("%s", line)
     if out.root and out.keep_versions:
-        manifest["made"]["versions_removed"] = retention.versions_to_remove(out)
+        manifest["made"]["versions_removed"], kept = retention.versions_to_remove(out)
+        if kept:  # beyond the newest N, but not removable without leaving the root's filesystem or following a link
+            manifest["made"]["versions_not_removed"] = kept
+    if out.root:
+        _check_version_folder(out)
     companions = _companions(got, manifest)
     run_lock.check(out.lock_dir, out.run_id)  # the last moment before the old output is touched
     with _writing(out.output):
@@ -293,6 +297,17 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
         _move_latest(out)
         retention.remove_versions(out.root, manifest["made"].get("versions_removed", []))
     return manifest
+
+
+def _check_version_folder(out) -> None:
+    """The version folder is still a real folder of the root (made so when
+    the run took the lock: transforms/storage/confined.py), so LATEST never
+    names a version written elsewhere."""
+    try:
+        confined.check_version_folder(out.root, out.version)
+    except confined.Refused as e:
+        raise PublishError(f"{e}: a version is published only from a folder of the dataset root. Nothing was "
+                           "published") from None
 
 
 def _previous_version(out) -> "publishable.Previous | None":
@@ -486,6 +501,8 @@ def _end(spec: PublishSpec) -> None:
         fsutil.delete_tree(spec.staging)
         if spec.remove_at_end:  # read by the listing, long before: a detached launcher cannot remove it
             fsutil.delete_tree(spec.remove_at_end)
+        if spec.output.root:  # the version folder the run made, if it published nothing into it
+            confined.remove_if_empty(spec.output.output)
         run_lock.release(spec.output.lock_dir, spec.output.run_id)
 
 

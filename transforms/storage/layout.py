@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import re
 import uuid
 from typing import Optional
@@ -234,8 +235,13 @@ def read_latest(root: str) -> tuple[str, Optional[dict]]:
     version = read_pointer(root)
     if version is None:
         return "", None
+    folder = fsutil.join(root, version)
+    if fsutil.is_local(folder) and os.path.lexists(folder) and not untrusted.inside(folder, root):
+        # a link planted under a version's name: its records would be copied from wherever it leads
+        raise ValueError(f"{fsutil.join(root, LATEST)} points at {version!r}, a link to {os.path.realpath(folder)}, "
+                         f"outside {root}: not read")
     try:
-        return version, read_manifest(fsutil.join(root, version))
+        return version, read_manifest(folder)
     except Exception as e:
         raise ValueError(f"{fsutil.join(root, LATEST)} points at {version!r}, whose manifest cannot be read: "
                          f"{e}") from None
