@@ -1,0 +1,98 @@
+"""What a --versioned run and the commands that read a dataset root tell a
+person: why unchanged files were read again (modified too close to the
+previous listing), why --full on unchanged inputs published nothing, and
+which version verify, spec, inspect and report read when given the root
+(the version LATEST names, through the bounded reader load() uses)."""
+import os
+import subprocess
+import sys
+
+from conftest import ROOT, convert, make_tree, manifest, settle, within
+
+
+def test_files_modified_too_close_to_the_listing_are_re_read_and_the_summary_says_why(tmp_path, capsys):
+    images, root = str(tmp_path / "images"), str(tmp_path / "ds")
+    make_tree(images, per_class=4)  # written just now: within 2 s of v1's listing
+    base = ["--input", images, "--output", root, "--versioned"]
+    assert convert(*base, "--version", "v1") == 0
+    settle()
+    capsys.readouterr()
+    assert convert(*base, "--version", "v2") == 0
+    out = capsys.readouterr().out
+    assert ("incremental from version v1: 0 records copied, 12 images read (0 new, 12 changed), 0 removed; 12 of "
+            "the changed were re-read only because their files were modified within 2 s of v1's listing, too close "
+            "to trust their times: the next run copies them if they stay unchanged") in out, out
+    assert manifest(os.path.join(root, "v2"))["made"]["changed_racy"] == 12
+    # The next run, as promised: nothing read (unchanged since v2, or every record copied), nothing racy.
+    assert convert(*base, "--version", "v3") == 0
+    out = capsys.readouterr().out
+    assert "re-read only because" not in out
+    assert "unchanged: inputs and options are the same as version v2" in out or "12 records copied" in out, out
+
+
+def test_full_on_unchanged_inputs_says_that_publishing_needs_republish_unchanged(tmp_path, capsys):
+    images, root = str(tmp_path / "images"), str(tmp_path / "ds")
+    make_tree(images, per_class=2)
+    settle()
+    base = ["--input", images, "--output", root, "--versioned"]
+    assert convert(*base, "--version", "v1") == 0
+    capsys.readouterr()
+    assert convert(*base, "--version", "v2", "--full", "--dry_run") == 0
+    assert ("would publish nothing: inputs and options are the same as version v1\n--full reads every image "
+            "again") in capsys.readouterr().out
+    assert convert(*base, "--version", "v2", "--full") == 0
+    out = capsys.readouterr().out
+    assert "unchanged: inputs and options are the same as version v1; nothing published" in out, out
+    assert ("--full reads every image again, but publishes a version only when something changed since v1: pass "
+            "--republish_unchanged as well to publish one anyway") in out, out
+    assert not os.path.exists(os.path.join(root, "v2")) and open(os.path.join(root, "LATEST")).read() == "v1\n"
+    assert convert(*base, "--version", "v2", "--full", "--republish_unchanged") == 0
+    out = capsys.readouterr().out
+    assert "--republish_unchanged as well" not in out and "published version v2" in out, out
+    # Without --full, the unchanged line stands alone.
+    assert convert(*base, "--version", "v3") == 0
+    out = capsys.readouterr().out
+    assert "nothing published" in out and "--republish_unchanged" not in out, out
+
+
+TFRECORDS = os.path.join(os.path.dirname(sys.executable), "tfrecords")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([TFRECORDS, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_verify_spec_inspect_and_report_read_the_version_latest_names(tmp_path):
+    images, root = str(tmp_path / "images"), str(tmp_path / "ds")
+    make_tree(images, per_class=2)
+    settle()
+    base = ["--input", images, "--output", root, "--versioned"]
+    assert convert(*base, "--version", "v1") == 0
+    os.remove(os.path.join(images, "cat", "0.jpg"))
+    settle()
+    assert convert(*base, "--version", "v2") == 0
+    v2 = os.path.join(root, "v2")
+    said = f"{root}: LATEST names version v2; reading {v2}"
+    got = _cli("verify", root)
+    assert got.returncode == 0 and got.stdout.startswith(said + "\n") and "OK: " in got.stdout, got
+    assert "5 records" in got.stdout, got.stdout  # v2's, not v1's 6
+    got = _cli("inspect", root, "-n", "1")
+    assert got.returncode == 0 and got.stdout.startswith(said + "\n") and "== train: " in got.stdout, got
+    got = _cli("spec", root)
+    assert got.returncode == 0 and said in got.stderr and repr(v2) in got.stdout, got
+    assert _cli("spec", v2).stdout == got.stdout  # the same code as for the version itself
+    os.remove(os.path.join(v2, "report.html"))
+    got = _cli("report", root)
+    assert got.returncode == 0 and got.stdout.startswith(said + "\n"), got
+    assert os.path.exists(os.path.join(v2, "report.html")) and not os.path.exists(os.path.join(root, "report.html"))
+    # LATEST is untrusted: a FIFO there is one line, never a hang; a name that leads out of the root is refused.
+    os.remove(os.path.join(root, "LATEST"))
+    os.mkfifo(os.path.join(root, "LATEST"))
+    for command in ("verify", "inspect", "spec", "report"):
+        got = within(60, lambda: _cli(command, root))
+        assert got.returncode == 1 and "FIFO" in got.stderr and "Traceback" not in got.stderr, (command, got)
+    os.remove(os.path.join(root, "LATEST"))
+    with open(os.path.join(root, "LATEST"), "w") as f:
+        f.write("../elsewhere\n")
+    got = _cli("verify", root)
+    assert got.returncode == 1 and "not a version folder name" in got.stderr, got
