@@ -1,6 +1,7 @@
 """transforms/storage/retention.py, leftovers: which folders of a --versioned
 root a killed run left (nothing but a run's own files, no manifest, no live
-lock), on real folders; never LATEST's, never one holding another file."""
+lock), on real folders; never LATEST's, never one holding another file (a
+refused run's kept rejects among them)."""
 import json
 import os
 import socket
