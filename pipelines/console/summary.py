@@ -302,8 +302,8 @@ def print_outcome(options: PipelineOptions, cfg: ConvertConfig, runner, outcome:
 
 def full_unchanged_line(version: str) -> str:
     """--full on inputs and options unchanged since `version`: why nothing was published."""
-    return (f"--full reads every image again, but publishes a version only when something changed since "
-            f"{version}: pass --republish_unchanged as well to publish one anyway")
+    return (f"--full converts everything only when something changed: the inputs and options are those of "
+            f"{version}, so no image was read; pass --republish_unchanged as well to publish a new version anyway")
 
 
 def _latest_told(out) -> int:

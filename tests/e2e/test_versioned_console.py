@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from conftest import ROOT, convert, make_tree, manifest, settle, within
+from test_incremental import opens  # noqa: F401 (a fixture: the files under a folder this process opened)
 
 
 def test_files_modified_too_close_to_the_listing_are_re_read_and_the_summary_says_why(tmp_path, capsys):
@@ -30,7 +31,7 @@ def test_files_modified_too_close_to_the_listing_are_re_read_and_the_summary_say
     assert "unchanged: inputs and options are the same as version v2" in out or "12 records copied" in out, out
 
 
-def test_full_on_unchanged_inputs_says_that_publishing_needs_republish_unchanged(tmp_path, capsys):
+def test_full_on_unchanged_inputs_says_that_publishing_needs_republish_unchanged(tmp_path, capsys, opens):  # noqa: F811
     images, root = str(tmp_path / "images"), str(tmp_path / "ds")
     make_tree(images, per_class=2)
     settle()
@@ -38,13 +39,15 @@ def test_full_on_unchanged_inputs_says_that_publishing_needs_republish_unchanged
     assert convert(*base, "--version", "v1") == 0
     capsys.readouterr()
     assert convert(*base, "--version", "v2", "--full", "--dry_run") == 0
-    assert ("would publish nothing: inputs and options are the same as version v1\n--full reads every image "
-            "again") in capsys.readouterr().out
+    assert ("would publish nothing: inputs and options are the same as version v1\n--full converts everything "
+            "only when something changed") in capsys.readouterr().out
+    opens.watch(images)
     assert convert(*base, "--version", "v2", "--full") == 0
+    assert opens.taken() == set()  # as the line says: no image was read
     out = capsys.readouterr().out
     assert "unchanged: inputs and options are the same as version v1; nothing published" in out, out
-    assert ("--full reads every image again, but publishes a version only when something changed since v1: pass "
-            "--republish_unchanged as well to publish one anyway") in out, out
+    assert ("--full converts everything only when something changed: the inputs and options are those of v1, so "
+            "no image was read; pass --republish_unchanged as well to publish a new version anyway") in out, out
     assert not os.path.exists(os.path.join(root, "v2")) and open(os.path.join(root, "LATEST")).read() == "v1\n"
     assert convert(*base, "--version", "v2", "--full", "--republish_unchanged") == 0
     out = capsys.readouterr().out
