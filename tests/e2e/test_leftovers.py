@@ -93,7 +93,7 @@ def test_a_successful_run_removes_the_rejects_a_refused_run_kept_and_verify_note
     assert sorted(n for n in os.listdir(out) if n.startswith("failed-")) == ["failed-notes.txt"]
     capsys.readouterr()
     assert verify_main([out, "--quiet"]) == 0
-    assert "note:" not in capsys.readouterr().out
+    assert "failed-" not in capsys.readouterr().out
 
 
 def test_a_failed_run_leaves_no_empty_folder_it_created(tmp_path, capsys):
