@@ -181,8 +181,8 @@ def racy_note(racy: int, source: str) -> str:
     from tfrecord_pipelines.transforms.core.provenance import RACY_MARGIN_NS
     return (f"; {racy:,} of the changed {'was' if racy == 1 else 'were'} re-read only because "
             f"{'its file was' if racy == 1 else 'their files were'} modified within {RACY_MARGIN_NS / 1e9:g} s of "
-            f"{source}'s listing, too close to trust {'its' if racy == 1 else 'their'} times: the next run copies "
-            f"{'it' if racy == 1 else 'them'} if {'it stays' if racy == 1 else 'they stay'} unchanged")
+            f"{source}'s listing, too close to trust {'its' if racy == 1 else 'their'} times: the next run does not "
+            f"read {'it' if racy == 1 else 'them'} again unless {'it changes' if racy == 1 else 'they change'}")
 
 
 def print_preview(got: dict, cfg, out=None) -> bool:
