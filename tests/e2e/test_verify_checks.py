@@ -115,6 +115,7 @@ def test_versioned_root_is_verified_at_the_version_latest_names(tmp_path, capsys
     root, out = str(tmp_path / "imgs"), str(tmp_path / "ds")
     make_tree(root, per_class=1)
     assert convert("--input", root, "--output", out, "--versioned", "--version", "v1") == 0
+    capsys.readouterr()
     code, text = run_verify(capsys, out)
     assert code == 0 and text.startswith(f"{out}: LATEST names version v1; reading {out}/v1\n") and "OK: " in text
     assert run_verify(capsys, os.path.join(out, "v1"))[0] == 0
