@@ -105,7 +105,8 @@ def verify(output, fast: bool = False, decode: bool = False, io_timeout: Optiona
     manifest. Returns the totals; raises VerificationError listing every
     problem (its `problems`), or OutputError when there is no readable manifest.
     The keywords are the command's flags (--fast, --decode, --io_timeout
-    seconds); verbose=True prints what `tfrecords verify` prints without --quiet."""
+    seconds); verbose=True prints what `tfrecords verify` prints without --quiet.
+    A --versioned dataset root is verified at the version its LATEST names."""
     from tfrecord_pipelines.outputs.verification import verify_output
     from tfrecord_pipelines.transforms.storage import fsutil, gcs
     out = fsutil.normalize_root(os.fspath(output))
@@ -115,6 +116,7 @@ def verify(output, fast: bool = False, decode: bool = False, io_timeout: Optiona
     if io_timeout is not None:
         gcs.set_timeout(float(io_timeout))
     try:
+        out = _followed(out)  # a --versioned root: the version LATEST names, as load() reads it
         _manifest(out)  # an output that is not one: OutputError, as load() and spec() say it
         report = verify_output(out, deep=not fast, log=print if verbose else None, decode=decode)
     finally:
@@ -131,12 +133,14 @@ def report(output, to: str = "", deadline: Optional[float] = None, sources: str 
     `to`); returns where it went. Thumbnails of rejected files (and of
     duplicates the shards do not hold) are made only from files under
     `sources`, the folder the run converted: never from the root the manifest
-    names, which anyone who can edit the manifest could point elsewhere."""
+    names, which anyone who can edit the manifest could point elsewhere. A
+    --versioned dataset root's report is that of the version its LATEST names."""
     from tfrecord_pipelines.transforms.storage import fsutil, report_data
     out = fsutil.normalize_root(os.fspath(output))
     deadline = report_data.DEADLINE_SECONDS if deadline is None else deadline
     if not (isinstance(deadline, (int, float)) and deadline > 0):
         raise UsageError(f"deadline {deadline!r} must be a positive number of seconds")
+    out = _followed(out)  # a --versioned root: the version LATEST names (its report.html is rebuilt)
     if not _has_manifest(out) and fsutil.exists(fsutil.join(out, "check.json")):
         raise OutputError(f"{out} has no manifest.json: it holds a `tfrecords check` report (rerun the check to "
                           "rebuild that)")
@@ -156,12 +160,14 @@ def report(output, to: str = "", deadline: Optional[float] = None, sources: str 
 @_suggesting
 def spec(output) -> str:
     """`tfrecords spec`: Python source that reads `output` (tf.data, TFDS,
-    PyTorch, DALI or Grain, as the output allows), from its manifest."""
+    PyTorch, DALI or Grain, as the output allows), from its manifest; for a
+    --versioned dataset root, that of the version its LATEST names."""
     from tfrecord_pipelines.outputs.reading_code import has_tfds_metadata, reading_code
     from tfrecord_pipelines.transforms.storage import fsutil
     out = fsutil.normalize_root(os.fspath(output))
     if fsutil.is_local(out):
         out = os.path.abspath(out)
+    out = _followed(out)  # a --versioned root: the code reads the version LATEST names now
     m = _manifest(out)
     return reading_code(out, m, has_tfds_metadata(m))
 
@@ -309,6 +315,12 @@ def _process_kept():
             yield
     finally:
         Image.MAX_IMAGE_PIXELS = pixels
+
+
+def _followed(out: str) -> str:
+    """`out`, or for a --versioned root the version folder its LATEST names (OutputError if LATEST is unsafe)."""
+    from tfrecord_pipelines.outputs.finished_output import follow_latest
+    return follow_latest(out)[0]
 
 
 def _manifest(out: str) -> dict:

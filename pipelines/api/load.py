@@ -21,27 +21,21 @@ def resolve(output) -> tuple[str, dict]:
     """(the folder holding the manifest, the manifest): `output` itself, or
     for a --versioned root the version its LATEST names. Read as verify reads
     an output (transforms/storage/untrusted.py): LATEST only as a small
-    regular file naming a version, a version folder only inside the root."""
-    from tfrecord_pipelines.transforms.storage import fsutil, layout, untrusted
+    regular file naming a version, a version folder only inside the root
+    (outputs/finished_output.py, follow_latest, which the commands share)."""
+    from tfrecord_pipelines.outputs.finished_output import follow_latest
+    from tfrecord_pipelines.transforms.storage import fsutil, layout
     out = fsutil.normalize_root(os.fspath(output))
-    for folder in (out, None):
-        if folder is None:
-            try:
-                version = layout.read_pointer(out)
-            except ValueError as e:  # a FIFO, a device, too large, a link out of the root, not a version name
-                raise OutputError(str(e)) from None
-            if version is None:  # no LATEST either: not an output
-                break
-            folder = fsutil.join(out, version)
-            if fsutil.is_local(folder) and os.path.lexists(folder) and not untrusted.inside(folder, out):
-                raise OutputError(f"{folder} (which {layout.LATEST} names) is a link to "
-                                  f"{os.path.realpath(folder)}, outside {out}: not read")
-        try:
-            return folder, layout.read_manifest(folder)
-        except FileNotFoundError:
-            continue
-        except Exception as e:  # malformed, unreadable
-            raise OutputError(f"{layout.MANIFEST} of {folder} cannot be read: {e}") from None
+    folder, version = follow_latest(out)
+    try:
+        return folder, layout.read_manifest(folder)
+    except FileNotFoundError:
+        pass
+    except Exception as e:  # malformed, unreadable
+        raise OutputError(f"{layout.MANIFEST} of {folder} cannot be read: {e}") from None
+    if version:
+        raise OutputError(f"{fsutil.join(out, layout.LATEST)} names {version!r}, which has no {layout.MANIFEST}: "
+                          "not a complete version")
     raise OutputError(f"{out}: no {layout.MANIFEST} (and no {layout.LATEST}): not a complete output (a conversion "
                       "that did not finish, or not a dataset)")
 

@@ -10,7 +10,9 @@ now, and for outputs no run will write into again:
   bucket output, and the staging folders of local outputs they name;
 * in each OUTPUT given (local or gs://): the staging folders and temp files
   of earlier runs, and the resume areas of killed ones (which a rerun of the
-  same command would resume from), under the output's lock, which is taken only if no live run
+  same command would resume from), and in a --versioned root the version
+  folders killed runs left unpublished (never the one LATEST names, nor one
+  a live run is writing), under the output's lock, which is taken only if no live run
   holds it (a lock of a dead process on this machine, or an expired one, is
   taken over; a running conversion's output is left alone).
 """
@@ -42,7 +44,7 @@ def main(argv: Optional[list] = None) -> int:
             code = process.FAILED
             continue
         try:
-            removed, areas = clean_output(output)
+            removed, areas, versions = clean_output(output)
         except run_lock.LockHeld as e:
             process.error(f"{given}: not cleaned: {e}")
             code = process.FAILED
@@ -56,4 +58,7 @@ def main(argv: Optional[list] = None) -> int:
         if areas:
             print(f"{given}: removed {len(areas)} resume area{'s' if len(areas) != 1 else ''} of killed runs (a rerun "
                   f"would have kept their complete shards) ({', '.join(areas[:3])}{', ...' if len(areas) > 3 else ''})")
+        if versions:
+            print(f"{given}: removed the version folders killed runs left unpublished (no manifest, nothing but a "
+                  f"run's own files; never the one LATEST names): {versions}")
     return code

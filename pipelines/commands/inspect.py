@@ -1,5 +1,6 @@
 """`tfrecords inspect OUT`: print the first records of a converted dataset
-(every feature but the image bytes) and optionally save their images."""
+(every feature but the image bytes) and optionally save their images. A
+--versioned dataset root is read at the version its LATEST names (said first)."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +9,8 @@ from typing import Optional
 
 from tfrecord_pipelines.console import process
 from tfrecord_pipelines.commands.verify import add_io_timeout
-from tfrecord_pipelines.outputs.finished_output import no_manifest
+from tfrecord_pipelines.outputs.finished_output import followed, no_manifest
+from tfrecord_pipelines.transforms.core.errors import OutputError
 from tfrecord_pipelines.outputs.first_records import first_records, image_file_name, printable
 from tfrecord_pipelines.transforms.storage import fsutil, layout
 from tfrecord_pipelines.transforms.storage.gcs import StorageUnavailable
@@ -48,11 +50,17 @@ def main(argv: Optional[list] = None) -> int:
 
 
 def _inspect(args) -> int:
-    output = fsutil.normalize_root(args.output)
+    try:
+        output, which = followed(args.output)  # a --versioned root: the version LATEST names
+    except OutputError as e:
+        process.error(str(e))
+        return process.FAILED
+    if which:
+        print(which)
     try:
         m = layout.read_manifest(output)
     except FileNotFoundError:
-        process.error(no_manifest(output).replace('tfrecords verify', 'tfrecords inspect'))
+        process.error(no_manifest(output))
         return process.FAILED
     except StorageUnavailable:
         raise

@@ -3,6 +3,7 @@
 The conversion's publish step writes the same page; this rebuilds it, e.g.
 for an output written before reports existed, or one whose report failed.
 The manifest is left as it is (it is the output's create-only success marker).
+For a --versioned dataset root, the version LATEST names is the one rebuilt.
 
 The output is read as untrusted input: only its own files, and input files
 (thumbnails of rejects and of duplicates the shards do not hold) only under
@@ -16,6 +17,7 @@ from typing import Optional
 from tfrecord_pipelines import api
 
 from tfrecord_pipelines.console import process
+from tfrecord_pipelines.outputs.finished_output import followed
 from tfrecord_pipelines.transforms.core.errors import OutputError, RunError, UsageError
 from tfrecord_pipelines.transforms.storage import report_data
 
@@ -40,7 +42,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Optional[list] = None) -> int:
     args = parser().parse_args(argv)
     try:
-        got = api.report(args.output, to=args.to, deadline=args.deadline, sources=args.sources)
+        folder, which = followed(args.output)  # a --versioned root: the version LATEST names
+        if which:
+            print(which)
+        got = api.report(folder, to=args.to, deadline=args.deadline, sources=args.sources)
     except UsageError as e:
         process.error(f"--{e}")
         return process.USAGE

@@ -1,7 +1,8 @@
 """`tfrecords spec OUT`: print ready-to-paste Python that reads this output.
 
 The code (tf.data, TFDS, PyTorch, DALI, or Grain for ArrayRecord shards) is
-generated from the output's manifest by reading_code.py.
+generated from the output's manifest by reading_code.py. For a --versioned
+dataset root it reads the version LATEST names (said on stderr).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Optional
 from tfrecord_pipelines import api
 
 from tfrecord_pipelines.console import process
+from tfrecord_pipelines.outputs.finished_output import followed
 from tfrecord_pipelines.transforms.core.errors import OutputError
 
 
@@ -25,7 +27,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Optional[list] = None) -> int:
     args = parser().parse_args(argv)
     try:
-        code = api.spec(args.output)
+        folder, which = followed(args.output)  # a --versioned root: the version LATEST names
+        if which:  # on stderr: stdout is the code, often redirected into a file
+            print(which, file=sys.stderr)
+        code = api.spec(folder)
     except OutputError as e:  # no manifest, or one that cannot be read
         process.error(str(e))
         return process.FAILED

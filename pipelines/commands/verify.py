@@ -1,5 +1,8 @@
 """`tfrecords verify OUT`: re-read every shard and hold it against the manifest.
 
+A --versioned dataset root is verified at the version its LATEST names (said
+first); the rejects a refused run left beside the dataset are noted.
+
 Checks, each failure naming the shard and, for record damage, the byte offset:
 the manifest exists and its counts reconcile; the folder holds exactly the
 manifest's shards (a stale shard would be read by a `train-*` glob); every
@@ -22,7 +25,9 @@ from tfrecord_pipelines.console import process
 from tfrecord_pipelines.transforms.core.units import human_bytes, plural
 from tfrecord_pipelines.transforms.storage import gcs
 from tfrecord_pipelines.transforms.storage.gcs import StorageUnavailable
+from tfrecord_pipelines.outputs.finished_output import followed
 from tfrecord_pipelines.outputs.verification import verify_output
+from tfrecord_pipelines.transforms.core.errors import OutputError
 
 
 def add_io_timeout(ap) -> None:
@@ -63,8 +68,14 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Optional[list] = None) -> int:
     args = parser().parse_args(argv)
     try:
-        report = verify_output(args.output, deep=not args.fast, log=None if args.quiet else print,
+        folder, which = followed(args.output)  # a --versioned root: the version LATEST names
+        if which:
+            print(which)
+        report = verify_output(folder, deep=not args.fast, log=None if args.quiet else print,
                                decode=args.decode)
+    except OutputError as e:  # a LATEST that cannot be followed safely
+        process.error(f"{e} (verify FAILED)")
+        return process.FAILED
     except StorageUnavailable as e:  # a bucket that stopped answering: one line, not a traceback
         process.error(f"{e}; nothing more was checked")
         return process.FAILED
@@ -73,6 +84,8 @@ def main(argv: Optional[list] = None) -> int:
         return process.FAILED
     for err in report.errors:
         print(f"ERROR {err}", file=sys.stderr)
+    for note in report.notes:
+        print(f"note: {note}")
     if report.ok and not report.records:
         print(f"OK, but EMPTY: 0 records ({plural(report.shards, 'shard')}) match the manifest; a training job "
               "reading this dataset gets nothing")

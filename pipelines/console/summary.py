@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from tfrecord_pipelines.run import runtime
 from tfrecord_pipelines.options.config import ConvertConfig
+from tfrecord_pipelines.outputs.versions import FULL_GIVEN
 from tfrecord_pipelines.transforms.core import findings
 from tfrecord_pipelines.transforms.core.specs import LabelType
 from tfrecord_pipelines.transforms.core.units import human_bytes, plural
@@ -131,7 +132,7 @@ def made_lines(m: dict, root: str = "") -> list:
     """How the output was made (the manifest's "made"): copied from which
     version, or why it was a full conversion; what a resume kept; which
     versions --keep_versions removed (those still in `root`, the dataset
-    root, are said not removed) or kept. A field of another type (a damaged
+    root, are said not removed) or kept, and which folders killed runs left, --keep_versions removed. A field of another type (a damaged
     manifest) reads as absent."""
     made = m.get("made")
     if not isinstance(made, dict):
@@ -152,7 +153,7 @@ def made_lines(m: dict, root: str = "") -> list:
         lines.append(f"incremental from version {source}: {n('records_copied'):,} records copied, "
                      f"{n('images_read'):,} images read ({n('new'):,} new, {n('changed'):,} changed"
                      + (f", {repaired:,} whose copy in {source} was damaged" if repaired else "")
-                     + f"), {n('removed'):,} removed")
+                     + f"), {n('removed'):,} removed" + racy_note(n("changed_racy"), source))
         if n("records_of_damaged_provenance"):
             lines.append(f"warning: version {source}: the provenance of {n('records_of_damaged_provenance'):,} "
                          "records is damaged; they were read from their sources (--full rewrites everything)")
@@ -175,7 +176,26 @@ def made_lines(m: dict, root: str = "") -> list:
     kept = made.get("versions_not_removed")
     if isinstance(kept, dict):
         lines += [f"warning: version {v} kept (--keep_versions): {why}; remove it yourself" for v, why in kept.items()]
+    left = made.get("leftovers_removed")
+    left = [(e.get("folder"), e.get("files")) for e in left if isinstance(e, dict)] if isinstance(left, list) else []
+    left = [(name, n) for name, n in left if isinstance(name, str) and type(n) is int]  # noqa: E721 (not bool)
+    if left:
+        from tfrecord_pipelines.transforms.storage.retention import describe_leftovers
+        lines.append(f"removed what killed runs left (--keep_versions): {describe_leftovers(left)}; no manifest, "
+                     "nothing but a run's own files")
     return lines
+
+
+def racy_note(racy: int, source: str) -> str:
+    """Why unchanged files were read again: modified too close to the
+    previous version's listing to trust their times (transforms/core/provenance.py, racy)."""
+    if not racy:
+        return ""
+    from tfrecord_pipelines.transforms.core.provenance import RACY_MARGIN_NS
+    return (f"; {racy:,} of the changed {'was' if racy == 1 else 'were'} re-read only because "
+            f"{'its file was' if racy == 1 else 'their files were'} modified within {RACY_MARGIN_NS / 1e9:g} s of "
+            f"{source}'s listing, too close to trust {'its' if racy == 1 else 'their'} times: the next run does not "
+            f"read {'it' if racy == 1 else 'them'} again unless {'it changes' if racy == 1 else 'they change'}")
 
 
 def print_preview(got: dict, cfg, out=None) -> bool:
@@ -239,13 +259,18 @@ def _publish_lines(got: dict, cfg) -> list:
     o = cfg.output
     if o.root:
         if _unchanged(got, o):
-            return [f"would publish nothing: inputs and options are the same as version {o.previous_version}"]
+            return [f"would publish nothing: inputs and options are the same as version {o.previous_version}",
+                    *([full_unchanged_line(o.previous_version)] if o.why_full == FULL_GIVEN else [])]
         lines = [f"would publish version {o.version} in {o.root} and point LATEST at it"]
         if o.keep_versions:
             from tfrecord_pipelines.transforms.storage.retention import versions_to_remove
             gone, kept = versions_to_remove(o)
             lines.append(f"would remove versions (--keep_versions {o.keep_versions}): {', '.join(gone) or 'none'}")
             lines += [f"would keep version {v} (--keep_versions): {why}" for v, why in kept.items()]
+            from tfrecord_pipelines.transforms.storage.retention import describe_leftovers, leftovers
+            left = leftovers(o.root, {o.version, o.previous_version})
+            if left:
+                lines.append(f"would remove what killed runs left (--keep_versions): {describe_leftovers(left)}")
         return lines
     names = [n for n in fsutil.list_dir(o.output) if layout.is_dataset_file(n)]
     if not names:
@@ -282,9 +307,17 @@ def print_outcome(options: PipelineOptions, cfg: ConvertConfig, runner, outcome:
             os.rmdir(out.output)
         print(f"unchanged: inputs and options are the same as version {out.previous_version}; nothing "
               f"published, {fsutil.join(out.root, layout.LATEST)} still names {out.previous_version}")
+        if out.why_full == FULL_GIVEN:
+            print(full_unchanged_line(out.previous_version))
     else:
         print_summary(out.output, seconds)
     return _latest_told(out) if out.root and outcome == "done" else 0
+
+
+def full_unchanged_line(version: str) -> str:
+    """--full on inputs and options unchanged since `version`: why nothing was published."""
+    return (f"--full converts everything only when something changed: the inputs and options are those of "
+            f"{version}, so no image was read; pass --republish_unchanged as well to publish a new version anyway")
 
 
 def _latest_told(out) -> int:

@@ -257,7 +257,7 @@ def _incremental(cfg: ConvertConfig, o, previous: Optional[dict], broken: str = 
                   "image_library": resize.library_versions(), "compression": cfg.shards.compression.value,
                   "output_format": cfg.shards.output_format.value}
         why = (f"LATEST names {out.previous_version}, whose manifest cannot be read" if broken
-               else "--full was given" if o.full
+               else versions.FULL_GIVEN if o.full
                else "--annotations are converted in full (a box may change while its image does not)"
                if cfg.detection is not None else provenance.why_full(previous, expect))
         prev = None

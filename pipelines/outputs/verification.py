@@ -13,7 +13,8 @@ from tfrecord_pipelines.transforms.core.units import human_bytes
 from tfrecord_pipelines.transforms.core.features import tfmd_schema
 from tfrecord_pipelines.transforms.core.specs import LabelType, OutputFormat
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, RecordError, crc32c_text
-from tfrecord_pipelines.outputs.finished_output import no_manifest
+from tfrecord_pipelines.outputs.finished_output import follow_latest, no_manifest
+from tfrecord_pipelines.transforms.core.errors import OutputError
 from tfrecord_pipelines.transforms.storage import fsutil, layout, untrusted
 from tfrecord_pipelines.transforms.storage.gcs import StorageUnavailable
 from tfrecord_pipelines.transforms.storage.array_record_io import records_of
@@ -25,6 +26,7 @@ _BATCH = 256
 class Report:
     errors: list = dataclasses.field(default_factory=list)
     fatal: bool = False  # nothing could be verified: no manifest, or one that cannot be read
+    notes: list = dataclasses.field(default_factory=list)  # not problems of the dataset: files beside it to know of
     shards: int = 0
     records: int = 0
     bytes: int = 0
@@ -268,10 +270,26 @@ def _check_index(output: str, index: str, shard: str, framing: list, report: Rep
         report.errors.append(f"{index}: {len(lines)} lines, {shard} holds {len(framing)} records")
 
 
+def failed_rejects_notes(names: list, run_id: str) -> list:
+    """The rejects refused runs kept beside this dataset (failed-<run>.rejects.jsonl):
+    no part of it, told so it is not mistaken for its rejects."""
+    notes = []
+    for name in names:
+        m = layout.FAILED_RUN_REJECTS_RE.match(name)
+        if m:
+            when = "an earlier" if m.group(1) < run_id else "a later"
+            notes.append(f"{name}: the rejects of {when} conversion into this folder, which was refused; they are "
+                         f"not this dataset's (run {run_id}, whose rejects are {layout.REJECTS}). Remove it, or "
+                         "the next conversion that publishes here does")
+    return notes
+
+
 def verify_output(output: str, deep: bool = True, log=None, decode: bool = False) -> Report:
+    """`output` (a --versioned root: the version its LATEST names) against its manifest."""
     output = fsutil.normalize_root(output)
     report = Report()
     try:
+        output = follow_latest(output)[0]
         m = layout.read_manifest(output)
     except FileNotFoundError:
         report.errors.append(no_manifest(output))
@@ -279,6 +297,10 @@ def verify_output(output: str, deep: bool = True, log=None, decode: bool = False
         return report
     except StorageUnavailable:
         raise
+    except OutputError as e:  # a LATEST that cannot be followed safely
+        report.errors.append(str(e))
+        report.fatal = True
+        return report
     except Exception as e:  # malformed (layout.ManifestError), not a file, too large, unreadable
         report.errors.append(f"{layout.MANIFEST} cannot be read: {e}")
         report.fatal = True
@@ -291,6 +313,7 @@ def verify_output(output: str, deep: bool = True, log=None, decode: bool = False
     if sum(e["records"] for e in entries) != c["written"]:
         report.errors.append("manifest: shard record counts do not add up to the written count")
     names = fsutil.list_dir(output)
+    report.notes += failed_rejects_notes(names, str(m["run_id"]))
     present = {n for n in names if layout.SHARD_RE.match(n)}
     index_files = layout.list_indexes(output)
     for e in entries:

@@ -19,6 +19,7 @@ from tfrecord_pipelines.transforms.storage import confined, fsutil, layout
 LATEST = layout.LATEST
 VERSION_NAME = layout.VERSION_NAME
 read_latest = layout.read_latest  # LATEST is read and written in one module
+FULL_GIVEN = "--full was given"  # why a --full run converts everything (the summary tells its unchanged case)
 
 
 def new_version_name(now: Optional[datetime.datetime] = None) -> str:

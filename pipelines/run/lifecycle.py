@@ -183,9 +183,11 @@ def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool, runner: str =
     check_output_path(out.lock_dir)
     check_output_path(out.output)
     output_guard.check_apart(out.lock_dir, cfg.inputs.root)  # a --versioned root holds the versions
+    made = _missing_folders(out.lock_dir, out.output)  # what this run creates, and removes again if it fails
     # A remote job's lock is the job's: its liveness is never this launcher's pid.
     run_lock.acquire(out.lock_dir, out.run_id, ttl_hours, break_lock, runner=runner if out.job_ends_run else "")
     run = Run(cfg)
+    failed = False
     try:
         versions.check_latest_unchanged(out)  # read before the lock was ours
         versions.make_version_folder(out)  # never through a path a neighbour planted under its name
@@ -198,12 +200,42 @@ def locked(cfg: ConvertConfig, ttl_hours: float, break_lock: bool, runner: str =
         except OSError as e:  # e.g. an output folder we may not list
             raise UsageError(f"--output {out.output!r}: {e.strerror or e}") from None
         yield run
+    except BaseException:
+        failed = True
+        raise
     finally:
         if not run.handed_off:
             if versions.in_own_folder(out):
                 fsutil.delete_tree(layout.staging_dir(out.output, out.run_id))
                 versions.remove_if_unused(out)
             run_lock.release(out.lock_dir, out.run_id)
+            if failed:
+                _remove_if_empty(made)
+
+
+def _missing_folders(*folders: str) -> list:
+    """The local folders a run into `folders` creates (each, and its parents
+    that do not exist yet), deepest first; none on a bucket, where a folder is
+    only a prefix."""
+    missing: set = set()
+    for folder in folders:
+        if not folder or not fsutil.is_local(folder):
+            continue
+        path = os.path.abspath(folder)
+        while not os.path.exists(path):
+            missing.add(path)
+            path = os.path.dirname(path)
+    return sorted(missing, key=lambda p: -p.count(os.sep))
+
+
+def _remove_if_empty(folders: list) -> None:
+    """A failed run leaves no empty folder it created (a folder that existed
+    before the run is never in `folders`; one holding anything stays)."""
+    for path in folders:
+        try:
+            os.rmdir(path)  # only an empty folder: the rejects a refused run kept, a resume area, stay
+        except OSError:
+            pass
 
 
 def _job_id(result) -> str:

@@ -17,7 +17,9 @@ def match(recs: list, entries: list, after_ns: int) -> tuple:
     """(records, some annotated to be taken from the previous version, and
     counts by what happened) for one group: `entries` are (shard name,
     *provenance.Entry) rows. A path the previous version lists twice (a forged
-    or damaged version) is not taken from it."""
+    or damaged version) is not taken from it. "racy" counts the changed
+    records whose identity and metadata match, re-read only because their
+    file was modified too close to the previous listing (provenance.racy)."""
     by_rel: dict = {}
     for row in entries:
         e = provenance.Entry(row[1], tuple(row[2]), *row[3:])
@@ -37,6 +39,8 @@ def match(recs: list, entries: list, after_ns: int) -> tuple:
             out.append(provenance.annotate(rec, e, shard))
         else:
             counts["changed"] += 1
+            if provenance.reusable(rec, e, 0):  # identical but for times too close to the previous listing
+                counts["racy"] += 1
             out.append(rec)
     counts["removed"] = sum(1 for rel, got in by_rel.items() if got and got[1].offset >= 0 and rel not in seen)
     return out, counts

@@ -18,7 +18,10 @@ shard name not in this run: another count, split or compression), rename the
 new shards in, check they are all there, write the manifest (complete or not
 at all), read it back, move LATEST (--versioned: only if it still names the
 version this run started from), remove the versions beyond --keep_versions
-(transforms/storage/retention.py), remove the staging folder and the lock.
+and the version folders killed runs left (transforms/storage/retention.py),
+remove the staging folder and the lock. Once the manifest is written, the
+rejects earlier refused runs kept in the folder (failed-<run>.rejects.jsonl)
+go.
 
 Fencing: a run publishes only while the lock names it. One whose lock was
 taken over (--break_lock, or the TTL) stops before touching the output; the
@@ -171,6 +174,8 @@ def how_made(spec: PublishSpec, got: RunResults, shards: list) -> dict:
     if out.previous:
         made.update({k: stats.get(f"incremental/{k}", 0) for k in ("unchanged", "new", "changed", "removed")})
         made["records_of_damaged_provenance"] = stats.get("incremental/damaged", 0)
+        if stats.get("incremental/racy"):  # only then: other manifests read as they did
+            made["changed_racy"] = stats["incremental/racy"]
     return made
 
 
@@ -265,6 +270,9 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
         manifest["made"]["versions_removed"], kept = retention.versions_to_remove(out)
         if kept:  # beyond the newest N, but not removable without leaving the root's filesystem or following a link
             manifest["made"]["versions_not_removed"] = kept
+        left = retention.leftovers(out.root, {out.version, out.previous_version})
+        if left:  # only then: a manifest without leftovers reads as it did
+            manifest["made"]["leftovers_removed"] = [{"folder": name, "files": n} for name, n in left]
     if out.root:
         _check_version_folder(out)
     companions = _companions(got, manifest)
@@ -289,6 +297,9 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
         except fsutil.AlreadyExists:
             raise PublishError(f"{manifest_path} appeared while publishing: another run wrote this output") from None
     check_published(out.output, all_shards, out.run_id)
+    # Published: the rejects earlier refused runs kept here describe no dataset in this folder any more.
+    fsutil.delete([fsutil.join(out.output, n) for n in fsutil.list_dir(out.output)
+                   if layout.FAILED_RUN_REJECTS_RE.match(n)])
     if out.resume_parent:  # published: no run can use a resume area of this root or output any more
         resume.remove_all(out.resume_parent)
     # Only now, with the version complete, may training jobs see it.
@@ -296,6 +307,7 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
         run_lock.check(out.lock_dir, out.run_id)
         _move_latest(out)
         retention.remove_versions(out.root, manifest["made"].get("versions_removed", []))
+        retention.remove_leftovers(out.root, [e["folder"] for e in manifest["made"].get("leftovers_removed", [])])
     return manifest
 
 

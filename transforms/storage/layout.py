@@ -46,6 +46,9 @@ VERSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")  # a version f
 TEMP_RE = re.compile(r"^(.+)\.tmp-\d+(-[0-9a-f]+)?$")
 FAILED_REJECTS_RE = re.compile(r"^failed-(.+)\." + re.escape(REJECTS) + "$")
 KEEP_FAILED_REJECTS = 3           # failed-<run>.rejects.jsonl of the latest failed runs kept for inspection
+# The name a refused run gives its rejects, exactly (a run id: layout.new_run_id): what a later successful
+# run into the same folder removes, and verify names.
+FAILED_RUN_REJECTS_RE = re.compile(r"^failed-(\d{8}-\d{6}-\d{6}-[0-9a-f]{8})\." + re.escape(REJECTS) + "$")
 
 
 class ManifestError(ValueError):

@@ -201,3 +201,14 @@ def release(folder: str, run_id: str) -> None:
     held = _held(folder)
     if held is not None and held.get("run_id") == run_id:
         fsutil.delete([fsutil.join(folder, layout.LOCK)])
+
+
+def held_by_live_run(folder: str, run_id: str = "") -> bool:
+    """Whether a run other than `run_id` holds the lock of `folder` and has not
+    left it (not expired, its process alive). A lock file that cannot be read
+    counts as held: it is not ours to judge."""
+    lock = fsutil.join(folder, layout.LOCK)
+    held = _held(folder)
+    if held is None:
+        return fsutil.exists(lock)
+    return held.get("run_id") != run_id and not stale_reason(held)
