@@ -33,8 +33,9 @@ class Terminated(KeyboardInterrupt):
 def interrupts(debug: bool = False):
     """While inside, SIGTERM raises Terminated in the main thread as SIGINT
     raises KeyboardInterrupt (a signal the caller ignores stays ignored), and
-    once either came, the exceptions Beam's threads raise as its workers go
-    are not printed (--debug prints them); the caller's handlers back on
+    the exceptions Beam's and gRPC's threads raise as its workers go (after
+    either, or when a worker dies) are not printed, nor any thread's once a
+    signal came (--debug prints them); the caller's handlers back on
     leaving. For a command's process only: the library API never touches
     signal handlers."""
     if threading.current_thread() is not threading.main_thread():
@@ -48,7 +49,7 @@ def interrupts(debug: bool = False):
         raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
     def thread_failed(args):
-        if not came or debug:
+        if debug or not (came or _runners_thread(args)):
             hook(args)
 
     handlers = {}
@@ -66,6 +67,19 @@ def interrupts(debug: bool = False):
 
 
 _came: list = []  # the signals `interrupts` caught, while inside it
+
+
+def _runners_thread(args) -> bool:
+    """An exception raised in one of Beam's (or gRPC's) own threads, as a
+    worker process dies: the run's failure reaches the command, which tells
+    it in one line; their tracebacks (some 50 lines) only with --debug."""
+    tb = args.exc_traceback
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
+        if "/apache_beam/" in name or "/grpc/" in name:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def interrupted_by():

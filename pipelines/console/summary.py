@@ -156,7 +156,8 @@ def made_lines(m: dict, root: str = "") -> list:
                      + f"), {n('removed'):,} removed" + racy_note(n("changed_racy"), source))
         if n("records_of_damaged_provenance"):
             lines.append(f"warning: version {source}: the provenance of {n('records_of_damaged_provenance'):,} "
-                         "records is damaged; they were read from their sources (--full rewrites everything)")
+                         "records is damaged or cannot be read; they were read from their sources and are counted "
+                         "as new above (--full rewrites everything)")
     elif text("full_because") and m.get("version"):
         lines.append(f"full conversion: {text('full_because')}")
     if n("shards_resumed"):
@@ -217,7 +218,7 @@ def print_preview(got: dict, cfg, out=None) -> bool:
               f"{stats.get('incremental/removed', 0):,}", file=out)
         if stats.get("incremental/damaged"):
             print(f"warning: the provenance of {stats['incremental/damaged']:,} records of {o.previous.version} is "
-                  "damaged: they would be read from their sources", file=out)
+                  "damaged or cannot be read: they would be read from their sources, as new records", file=out)
     elif o.root:
         print(f"full conversion: {o.why_full}", file=out)
     print(f"{'split':<14}{'records':>10}{'to read':>10}{'shards':>8}{'bytes':>12}  about each", file=out)

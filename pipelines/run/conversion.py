@@ -14,12 +14,12 @@ import time
 
 from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 
-from tfrecord_pipelines.run import lifecycle, offline, runtime
+from tfrecord_pipelines.run import lifecycle, offline, preflight, runtime
 from tfrecord_pipelines.options.config import ConvertConfig
 from tfrecord_pipelines.options.parse import UsageError, build_config
 from tfrecord_pipelines.options.resolve import resolve
 from tfrecord_pipelines.run.plan import Plan
-from tfrecord_pipelines.transforms.storage import layout, reads
+from tfrecord_pipelines.transforms.storage import gcs, layout, reads
 
 log = logging.getLogger("tfrecords.run")
 
@@ -49,7 +49,10 @@ def configure(values, options: PipelineOptions, plan: Plan, check_only: bool = F
     if values.spill == "on" and not local:
         raise UsageError("--spill on is for local runs (the spill files must be on the workers' own disk); a "
                          "remote runner uses its own shuffle: leave --spill at auto")
-    cfg = build_config(values, resolve(values), run_id, progress=local and values.progress != "off")
+    if plan.checks_launch and not offline.active():  # in seconds, before the first listing of a bucket
+        preflight.check(values, options, plan.runner)
+    with gcs.deadline(_io_timeout(values)):  # the options' checks list and read buckets within --io_timeout
+        cfg = build_config(values, resolve(values), run_id, progress=local and values.progress != "off")
     # A job handed to a remote runner goes on if the launcher stops watching: it ends the run itself.
     cfg = dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, job_ends_run=not local))
     if check_only:  # validate and report, whether or not the inputs changed since LATEST (--versioned)
@@ -66,12 +69,20 @@ def execute(job: Job) -> tuple:
     PipelineResult), the outcome "done", "submitted" or "dry_run". Raises
     what ended the run."""
     started = time.time()
-    with local_reads(job.plan), lifecycle.locked(job.cfg, job.values.lock_ttl_hours, job.values.break_lock,
-                                                 runtime.runner_name(job.options)) as run_:
+    # The output's lock and listing in this process wait at most --io_timeout on a bucket.
+    with gcs.deadline(job.cfg.images.reads.timeout), local_reads(job.plan), \
+            lifecycle.locked(job.cfg, job.values.lock_ttl_hours, job.values.break_lock,
+                             runtime.runner_name(job.options)) as run_:
         outcome = run_.execute(job)
     if run_.worker_pids:
         log.info("local run: %d worker processes did work", len(run_.worker_pids))
     return outcome, time.time() - started, run_.result
+
+
+def _io_timeout(values) -> float:
+    """--io_timeout, or the default until build_config has refused a bad value."""
+    t = values.io_timeout
+    return float(t) if isinstance(t, (int, float)) and 0 < t < float("inf") else gcs.DEFAULT_TIMEOUT
 
 
 @contextlib.contextmanager

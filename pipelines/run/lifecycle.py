@@ -51,7 +51,17 @@ def check_output_path(output: str) -> None:
     if not os.path.isdir(probe):
         raise UsageError(f"--output {output!r}: {probe!r} is a file, so no folder can be made inside it")
     if not os.access(probe, os.W_OK | os.X_OK):
+        if _read_only(probe):  # access() says no there too, whoever asks
+            raise UsageError(f"--output {output!r}: {probe!r} is on a read-only filesystem; remount it read-write "
+                             "or choose an --output on a writable disk")
         raise UsageError(f"--output {output!r}: no permission to write in {probe!r}")
+
+
+def _read_only(path: str) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # no statvfs (Windows): the permission line stands
+        return False
 
 
 class Run:
@@ -293,6 +303,8 @@ def _job_errors_unlogged(enabled: bool):
         root.removeFilter(dropped)
 
 
+# What Beam's local runner says when one of its worker processes is gone (killed, or out of memory).
+_WORKER_DIED = ("Channel closed prematurely",)
 _OS_ERROR = re.compile(r"\[Errno (\d+)\] ([^\n\[]+?)(?:: '([^'\n]*)')?(?: \[while running|\n|$)")
 _LAST_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit)): (.+)$", re.M)
 # An exception's last traceback line, "module.Name: message": ours are known by their name or module.
@@ -376,6 +388,11 @@ def describe_failure(e: BaseException, output: str, run_id: str = "", remote: bo
     if isinstance(e, KeyboardInterrupt):
         return "interrupted: nothing was published"
     text = f"{type(e).__name__}: {e}" if isinstance(e, OSError) else str(e)
+    died = next((s for s in _WORKER_DIED if s in text), None)
+    if died is not None and not remote:
+        return (f"a worker process of the run died ({died}): most likely it ran out of memory (the kernel's OOM "
+                "killer; `dmesg` says so) or something killed it; nothing was published. Rerun with fewer worker "
+                "processes (--direct_num_workers) or with more memory free")
     ours = _ours_in(text) if "Traceback (most recent call last)" in text else None
     if ours is not None:
         name, message = ours
@@ -393,6 +410,9 @@ def describe_failure(e: BaseException, output: str, run_id: str = "", remote: bo
                     f"scratch files (spill files, about 1 KB per image) in the temp folder {tempfile.gettempdir()}; "
                     "free space there or point TMPDIR at a disk with room (or pass --spill off); nothing was "
                     "published")
+        if code == errno.EROFS:
+            return (f"{what}{where}: that filesystem is mounted read-only; remount it read-write or choose "
+                    "another --output, then rerun; nothing was published")
         if output and code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
             return (f"{what}{where} while writing --output {output}: free space (or raise the quota) on that "
                     "device and rerun; nothing was published")

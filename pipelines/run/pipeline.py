@@ -321,7 +321,8 @@ def list_inputs(p: beam.Pipeline, cfg: ConvertConfig, spill_dir: str, progress_d
     """ListInputs, or with --annotations ListAnnotations (each Rec with its
     objects, and the label map of the annotations' categories)."""
     if cfg.detection is None:
-        return p | "ListInputs" >> ListInputs(ListSpec(cfg.inputs, cfg.output.racy_after_ns, spill_dir, progress_dir))
+        return p | "ListInputs" >> ListInputs(ListSpec(cfg.inputs, cfg.output.racy_after_ns, spill_dir, progress_dir,
+                                                          cfg.images.reads.timeout))
     return p | "ListAnnotations" >> ListAnnotations(cfg.inputs, cfg.detection, cfg.labels, spill_dir)
 
 

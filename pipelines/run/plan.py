@@ -59,6 +59,12 @@ class Plan:
     def in_process(self) -> bool:
         return self.local and self.running_mode == "in_memory"
 
+    @property
+    def checks_launch(self) -> bool:
+        """A remote launch first checks credentials, names and buckets
+        (pipelines/run/preflight.py); a local run's first request does."""
+        return not self.local
+
     @classmethod
     def decide(cls, values, beam: Mapping, command_line: bool = False,
                environ: Optional[Mapping] = None, other_args: tuple = (), own_process: bool = False) -> "Plan":

@@ -234,3 +234,148 @@ def test_a_dry_run_that_would_be_refused_exits_1(tmp_path, capsys):
     assert sorted((d, sorted(f)) for d, _, f in os.walk(out)) == before
     assert convert("--input", root, "--output", out, "--dry_run", "--overwrite") == 0
     assert f"would replace the dataset in {out}: its manifest and 1 shard would be removed" in capsys.readouterr().out
+
+
+class _ReadOnly:
+    """A folder on a read-only filesystem: a real read-only tmpfs where this
+    process may mount one (root with CAP_SYS_ADMIN); elsewhere the kernel's
+    two answers for it injected (access() refuses, statvfs() says ST_RDONLY)."""
+
+    def __init__(self, path: str, monkeypatch):
+        os.makedirs(path)
+        self.path = path
+        self.mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", path],
+                                      capture_output=True).returncode == 0
+        if not self.mounted:
+            real_access, real_statvfs = os.access, os.statvfs
+
+            def access(p, mode, *a, **k):
+                return False if str(p).startswith(path) and mode & os.W_OK else real_access(p, mode, *a, **k)
+
+            def statvfs(p):
+                got = real_statvfs(p)
+                if not str(p).startswith(path):
+                    return got
+                return os.statvfs_result((*got[:8], got.f_flag | os.ST_RDONLY, got.f_namemax))
+            monkeypatch.setattr(os, "access", access)
+            monkeypatch.setattr(os, "statvfs", statvfs)
+
+    def close(self):
+        if self.mounted:
+            subprocess.run(["umount", "-l", self.path], check=True)
+
+
+def test_a_read_only_output_filesystem_is_named_as_such(tmp_path, monkeypatch, capsys):
+    root = str(tmp_path / "imgs")
+    make_tree(root, per_class=1)
+    ro = _ReadOnly(str(tmp_path / "ro"), monkeypatch)
+    try:
+        for out in (ro.path, os.path.join(ro.path, "sub", "out")):
+            assert convert("--input", root, "--output", out) == 2
+            err = capsys.readouterr().err
+            assert err.strip() == (f"error: --output {out!r}: {ro.path!r} is on a read-only filesystem; remount it "
+                                   "read-write or choose an --output on a writable disk"), err
+    finally:
+        ro.close()
+
+
+def _fail_writes(monkeypatch, function: str, name: str, code: int) -> None:
+    """fsutil.<function> fails with `code` (an OSError, as the kernel's) when it writes a file called `name`."""
+    import errno  # noqa: F401 (codes named by the callers)
+
+    from tfrecord_pipelines.transforms.storage import fsutil
+    real = getattr(fsutil, function)
+
+    def writing(path, data):
+        if os.path.basename(path) == name:
+            raise OSError(code, os.strerror(code), path)
+        return real(path, data)
+    monkeypatch.setattr(fsutil, function, writing)
+
+
+def test_a_failed_publish_says_how_to_rerun_without_overwrite(tmp_path, monkeypatch, capsys):
+    """A read-only filesystem while the label map is written: the plain run
+    says the same command resumes; a versioned one names the version LATEST
+    still names; neither asks for --overwrite, and the same command succeeds."""
+    import errno
+    root = str(tmp_path / "imgs")
+    make_tree(root, per_class=2)
+    cases = {"plain": (str(tmp_path / "out"), []), "versioned": (str(tmp_path / "root"), ["--versioned"])}
+    for name, (out, extra) in cases.items():
+        if name == "versioned":
+            assert convert("--input", root, "--output", out, *extra) == 0
+            first = open(os.path.join(out, "LATEST")).read().strip()
+            write(os.path.join(root, "cat", "new.jpg"), image_bytes(30, 20, seed=7))
+            capsys.readouterr()
+        _fail_writes(monkeypatch, "write_chunks", "label_map.json", errno.EROFS)
+        assert convert("--input", root, "--output", out, *extra) == 1
+        monkeypatch.undo()
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and "Read-only file system; nothing was published (" in lines[0], lines
+        assert "--overwrite" not in lines[0], lines
+        if name == "plain":
+            assert lines[0].endswith(f"{out} has no manifest.json; once this is fixed, the same command resumes from "
+                                     "the completed shards)"), lines
+        else:
+            assert lines[0].endswith(f"LATEST still names {first}; once this is fixed, the same command publishes a "
+                                     "new version)"), lines
+            assert open(os.path.join(out, "LATEST")).read().strip() == first
+        assert convert("--input", root, "--output", out, *extra) == 0
+        if name == "versioned":
+            assert open(os.path.join(out, "LATEST")).read().strip() != first
+
+
+def test_a_failed_latest_write_names_the_complete_version_and_how_to_publish_it(tmp_path, monkeypatch, capsys):
+    import errno
+
+    import tfrecord_pipelines as tfp
+    root, out = str(tmp_path / "imgs"), str(tmp_path / "root")
+    labels = make_tree(root, per_class=2)
+    _fail_writes(monkeypatch, "write_bytes", "LATEST", errno.ENOSPC)
+    assert convert("--input", root, "--output", out, "--versioned") == 1
+    monkeypatch.undo()
+    lines = capsys.readouterr().err.strip().splitlines()
+    version, = [d for d in os.listdir(out) if os.path.isfile(os.path.join(out, d, "manifest.json"))]
+    latest = os.path.join(out, "LATEST")
+    command = f"printf '%s\\n' {version} > {latest}"
+    assert lines == [f"error: version {version} is complete in {os.path.join(out, version)}, but {latest} could not "
+                     "be written (No space left on device): training jobs that read LATEST do not see it yet. Once "
+                     f"this is fixed, publish it with: {command}"], lines
+    assert "nothing was published" not in lines[0] and not os.path.exists(latest)
+    # The command it gives publishes that version: a reader of LATEST gets every record.
+    subprocess.run(["sh", "-c", command], check=True)
+    assert open(latest).read() == version + "\n"
+    assert len(read_examples(os.path.join(out, version), "train")) == len(labels)
+    assert sum(1 for _ in tfp.load(out, split="train")) == len(labels)
+
+
+def test_a_dead_worker_is_named_with_its_likely_cause(tmp_path):
+    """A worker process killed (SIGKILL, as the kernel's OOM killer does) as
+    it opens its first image: one line saying a worker died, why that
+    usually happens and what to do, not Beam's "Channel closed prematurely"."""
+    root, out = str(tmp_path / "imgs"), str(tmp_path / "out")
+    make_tree(root, per_class=4)
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    # Every Python process of the run loads it: the first (the command) notes its pid; a worker (forked,
+    # or a process of its own) kills itself when it opens an image under the input.
+    (hook / "sitecustomize.py").write_text(
+        "import os, signal, sys\n"
+        "os.environ.setdefault('KILL_TEST_MAIN', str(os.getpid()))\n"
+        "def hook(event, args):\n"
+        f"    if event == 'open' and isinstance(args[0], str) and args[0].startswith({root!r} + '/') \\\n"
+        "            and os.getpid() != int(os.environ['KILL_TEST_MAIN']):\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "sys.addaudithook(hook)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    env.pop("KILL_TEST_MAIN", None)
+    p = subprocess.run([TFRECORDS, "convert", "--input", root, "--output", out, "--progress", "off",
+                        "--direct_num_workers", "2", "--direct_running_mode", "multi_processing"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 1 and len(lines) == 1, p.stderr[-3000:]
+    assert lines[0] == ("error: a worker process of the run died (Channel closed prematurely): most likely it ran out "
+                        "of memory (the kernel's OOM killer; `dmesg` says so) or something killed it; nothing was "
+                        "published. Rerun with fewer worker processes (--direct_num_workers) or with more memory "
+                        "free"), lines
+    assert not os.path.exists(os.path.join(out, "manifest.json"))

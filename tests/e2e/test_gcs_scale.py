@@ -145,3 +145,52 @@ def test_the_progress_line_says_what_a_stalled_run_waits_on(tmp_path):
     p.add(1, 10)
     p.flush(force=True)
     assert "nothing new" not in line.line()
+
+
+def test_a_bucket_whose_listing_stalls_fails_within_io_timeout(gcs_proxied, tmp_path, capsys):
+    """Listings answer nothing (reads would): the run stops after about
+    --io_timeout with one line naming the bucket, the bound and the fix. It
+    took 123 s and ended in Beam's RetryError('Timeout of 120.0s exceeded')."""
+    import time
+    root = str(tmp_path / "imgs")
+    make_tree(root, per_class=2)
+    upload_tree(root, "scale6")
+    gcs_proxied.set(blackhole=True, fault_paths=["prefix="])  # every listing; reads and writes answer
+    started = time.monotonic()
+    try:
+        code = convert("--input", f"gs://{BUCKET}/scale6", "--output", str(tmp_path / "out"), "--io_timeout", "3")
+    finally:
+        gcs_proxied.set(blackhole=False, fault_paths=[])
+    seconds = time.monotonic() - started
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(lines) == 1, lines
+    assert lines[0].startswith(f"error: listing gs://{BUCKET}/scale6/ failed: no usable answer from Cloud Storage "
+                               "within --io_timeout 3 s"), lines
+    assert lines[0].endswith(f"check that this machine reaches bucket {BUCKET} (network, proxy, "
+                             f"STORAGE_EMULATOR_HOST={gcs_proxied.url}), or raise --io_timeout"), lines
+    assert seconds < 30, seconds
+
+
+def test_the_listing_stage_takes_the_io_timeout(gcs_proxied, tmp_path):
+    """The tree's listing inside the pipeline (ListInputs: its pieces, then
+    each piece) waits --io_timeout, not the 120 s default, on a bucket that
+    stopped answering after the options were checked."""
+    import collections
+    import time
+
+    from tfrecord_pipelines.transforms.storage import gcs, listing
+    root = str(tmp_path / "imgs")
+    make_tree(root, per_class=2)
+    upload_tree(root, "scale7")
+    tree = f"gs://{BUCKET}/scale7"
+    assert sorted(listing.folder_units(tree, 2.0)) == ["", "bird", "cat", "dog"]
+    gcs_proxied.set(blackhole=True, fault_paths=["prefix="])
+    try:
+        for attempt in (lambda: listing.folder_units(tree, 2.0),
+                        lambda: list(listing.walk_unit(tree, "cat", ("*",), collections.Counter(), timeout=2.0))):
+            started = time.monotonic()
+            with pytest.raises(gcs.StorageUnavailable, match=r"within --io_timeout 2 s"):
+                attempt()
+            assert time.monotonic() - started < 20
+    finally:
+        gcs_proxied.set(blackhole=False, fault_paths=[])

@@ -769,3 +769,23 @@ def test_a_publish_journal_moves_only_between_its_area_and_its_output(tmp_path):
         assert resume.recover(root) == []
         assert open(outside, "rb").read() == b"keep me" and not os.path.exists(os.path.join(root, "JOURNAL"))
         assert "publishing.json" not in os.listdir(area)
+
+
+def test_an_unreadable_provenance_file_is_a_warning_and_its_records_are_read(two_versions, capsys):
+    """A provenance file that cannot be read (a FIFO in its place: never
+    opened for reading, so no hang): the summary warns, says its records are
+    counted as new, and the version is the full conversion's."""
+    images, root, scratch, src = two_versions
+    a = shard_entries(root)[0]
+    path = os.path.join(root, "v1", "provenance", a["name"] + ".jsonl")
+    os.remove(path)
+    os.mkfifo(path)
+    capsys.readouterr()
+    assert run_v2(images, root, src) == 0
+    out = capsys.readouterr().out
+    assert manifest(os.path.join(root, "v2"))["made"]["records_of_damaged_provenance"] == a["records"]
+    assert (f"warning: version v1: the provenance of {a['records']:,} records is damaged or cannot be read; they "
+            "were read from their sources and are counted as new above") in out, out
+    assert f"({a['records'] + 1:,} new, 0 changed" in out, out
+    check_against_source(os.path.join(root, "v2"), expected_labels(images, os.path.join(root, "v2")), images)
+    assert_same_as_full(os.path.join(root, "v2"), images, scratch, *src)

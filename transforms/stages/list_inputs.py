@@ -24,7 +24,7 @@ from tfrecord_pipelines.transforms.core import tables
 from tfrecord_pipelines.transforms.core.fingerprint import FINGERPRINT, RACY
 from tfrecord_pipelines.transforms.core.labels import nfc
 from tfrecord_pipelines.transforms.core.records import Batch, Reason, Rec, Reject, reject
-from tfrecord_pipelines.transforms.core.specs import RECORDS, REJECTS, STATS, InputKind, InputSpec
+from tfrecord_pipelines.transforms.core.specs import DEFAULT_IO_TIMEOUT, RECORDS, REJECTS, STATS, InputKind, InputSpec
 from tfrecord_pipelines.transforms.storage import fsutil, listing, spill
 from tfrecord_pipelines.transforms.storage.progress import Progress
 
@@ -44,9 +44,10 @@ def batched(items: Iterable, size: int = BATCH) -> Iterator[list]:
 
 
 class _WalkFn(beam.DoFn):
-    def __init__(self, root: str, include: tuple, name: str, progress_dir: str = "", racy_after_ns: int = 0):
+    def __init__(self, root: str, include: tuple, name: str, progress_dir: str = "", racy_after_ns: int = 0,
+                 io_timeout: float = DEFAULT_IO_TIMEOUT):
         self._root, self._include, self._name, self._racy = root, include, name, racy_after_ns
-        self._progress_dir = progress_dir
+        self._progress_dir, self._timeout = progress_dir, io_timeout
 
     def setup(self):
         self._progress = Progress(self._progress_dir, "list")
@@ -56,7 +57,8 @@ class _WalkFn(beam.DoFn):
         counts = collections.Counter()
         digest, racy = hashlib.sha256(), hashlib.sha256()
         n = 0
-        for batch in batched(listing.walk_unit(self._root, unit, self._include, counts, digest, self._racy, racy)):
+        for batch in batched(listing.walk_unit(self._root, unit, self._include, counts, digest, self._racy, racy,
+                                                     self._timeout)):
             n += len(batch)
             self._progress.add(len(batch))
             yield batch
@@ -235,6 +237,7 @@ class ListSpec:
     spill_dir: str = ""      # a local run's spill folder, where a table's rows wait to be grouped by path
                              # (and joined with files by id), not in the runner
     progress_dir: str = ""   # a local run's progress files: the count listed so far
+    io_timeout: float = DEFAULT_IO_TIMEOUT  # seconds a bucket's listing may stay silent (--io_timeout)
 
 
 class ListInputs(beam.PTransform):
@@ -244,6 +247,7 @@ class ListInputs(beam.PTransform):
         self._spill_dir = spec.spill_dir
         self._progress_dir = spec.progress_dir
         self._racy = spec.racy_after_ns
+        self._timeout = spec.io_timeout
 
     def expand(self, pbegin):
         spec = self._spec
@@ -305,10 +309,12 @@ class ListInputs(beam.PTransform):
 
     def _walk(self, pbegin, root: str, name: str):
         return (pbegin | f"{name}Root" >> beam.Create([root])
-                | f"{name}Units" >> beam.FlatMap(lambda r: map(listing.unit_to_bytes, listing.folder_units(r)))
+                | f"{name}Units" >> beam.FlatMap(lambda r, t: map(listing.unit_to_bytes, listing.folder_units(r, t)),
+                                                 self._timeout)
                 | f"{name}Spread" >> beam.Reshuffle()
                 | f"{name}Walk" >> beam.ParDo(_WalkFn(root, self._spec.include, name,
-                                                      self._progress_dir if name == "Tree" else "", self._racy))
+                                                      self._progress_dir if name == "Tree" else "", self._racy,
+                                                      self._timeout))
                 .with_outputs(STATS, FINGERPRINT, main=RECORDS))
 
     def _resolve_ids(self, root_files, recs):

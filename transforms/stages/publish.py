@@ -277,7 +277,8 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
         _check_version_folder(out)
     companions = _companions(got, manifest)
     run_lock.check(out.lock_dir, out.run_id)  # the last moment before the old output is touched
-    with _writing(out.output):
+    rerun = _rerun_hint(out, bool(area))
+    with _writing(out.output, rerun):
         if area:  # what a run killed from here on must undo (transforms/storage/resume.py)
             resume.write_journal(area, out.output, _planned_moves(out.output, all_shards),
                                  sorted(companions) + [report_data.REPORT], versioned=bool(out.root))
@@ -291,7 +292,7 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
     # that cannot be built never fails the publish (transforms/storage/report_data.py).
     manifest["report"] = report_data.write_report_safely(out.output, manifest)
     run_lock.check(out.lock_dir, out.run_id)
-    with _writing(out.output):
+    with _writing(out.output, rerun):
         try:
             fsutil.create_only(manifest_path, manifest_bytes(manifest))
         except fsutil.AlreadyExists:
@@ -305,7 +306,12 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
     # Only now, with the version complete, may training jobs see it.
     if out.root:
         run_lock.check(out.lock_dir, out.run_id)
-        _move_latest(out)
+        try:
+            _move_latest(out)
+        except OSError as e:
+            if e.errno not in _WRITE_ERRNOS:
+                raise
+            raise PublishError(_latest_not_written(out, e)) from None
         retention.remove_versions(out.root, manifest["made"].get("versions_removed", []))
         retention.remove_leftovers(out.root, [e["folder"] for e in manifest["made"].get("leftovers_removed", [])])
     return manifest
@@ -370,7 +376,7 @@ def _keep_failed_rejects(spec: PublishSpec, got: RunResults) -> str:
     failed = fsutil.join(output, layout.failed_rejects_name(spec.output.run_id))
     if not len(got.rejects):
         return failed
-    with _writing(output):
+    with _writing(output, _rerun_hint(spec.output, bool(spec.output.resume_parent))):
         fsutil.write_chunks(failed, got.rejects.jsonl())
     _prune_failed_rejects(output, spec.output.run_id)
     return failed
@@ -394,16 +400,37 @@ def manifest_bytes(manifest: dict) -> bytes:
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
 
 
+def _rerun_hint(out, resumable: bool) -> str:
+    """What to do after a write error while publishing, once its cause is fixed."""
+    if out.root:  # a new version's folder: nothing of it is current, nothing to overwrite
+        return (f"{layout.LATEST} still names {out.previous_version or 'no version'}; once this is fixed, the same "
+                "command publishes a new version")
+    if resumable:  # the next run undoes a publish begun (its journal) and keeps the complete shards
+        return (f"{out.output} has no {layout.MANIFEST}; once this is fixed, the same command resumes from the "
+                "completed shards")
+    return f"{out.output} has no {layout.MANIFEST}; rerun with --overwrite once this is fixed"
+
+
+def _latest_not_written(out, e: OSError) -> str:
+    """The version is complete (its manifest read back): only the pointer to it failed."""
+    latest = fsutil.join(out.root, layout.LATEST)
+    write = (f"printf '%s\\n' {out.version} > {latest}" if fsutil.is_local(out.root)
+             else f"echo {out.version} | gcloud storage cp - {latest}")
+    return (f"version {out.version} is complete in {out.output}, but {latest} could not be written "
+            f"({e.strerror or e}): training jobs that read LATEST do not see it yet. Once this is fixed, publish it "
+            f"with: {write}")
+
+
 @contextlib.contextmanager
-def _writing(output: str):
+def _writing(output: str, rerun: str = ""):
     try:
         yield
     except OSError as e:
         if e.errno not in _WRITE_ERRNOS:
             raise  # e.g. a lost connection: let the runner retry the step
         where = getattr(e, "filename", None) or output
-        raise PublishError(f"writing {where} failed: {e.strerror or e}; nothing was published ({output} has no "
-                           f"{layout.MANIFEST}; rerun with --overwrite once this is fixed)") from None
+        rerun = rerun or f"{output} has no {layout.MANIFEST}; rerun with --overwrite once this is fixed"
+        raise PublishError(f"writing {where} failed: {e.strerror or e}; nothing was published ({rerun})") from None
 
 
 def check_published(output: str, shards: list, run_id: str = "") -> None:

@@ -347,7 +347,7 @@ def list_subdirs(path: str) -> list[str]:
     prefix = path.rstrip("/") + "/"
     if prefix.startswith("gs://"):
         from tfrecord_pipelines.transforms.storage import gcs
-        return gcs.list_prefixes(prefix)
+        return gcs.list_prefixes(prefix, gcs.timeout(), flag=True)
     dirs = set()
     for p, _, _ in list_prefix(prefix):
         rest = p[len(prefix):]
@@ -360,6 +360,9 @@ def is_dir(path: str) -> bool:
     if is_local(path):
         return os.path.isdir(path)
     prefix = path.rstrip("/") + "/"
+    if prefix.startswith("gs://"):  # one page, with the deadline (Beam's listing retries for 120 s)
+        from tfrecord_pipelines.transforms.storage import gcs
+        return next(iter(gcs.list_objects(prefix, timeout=gcs.timeout(), flag=True)), None) is not None
     return next(iter(list_prefix(prefix)), None) is not None
 
 

@@ -20,6 +20,7 @@ reject per image.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from typing import Iterator, NamedTuple, Optional
@@ -45,8 +46,47 @@ def timeout() -> float:
     return _timeout
 
 
+@contextlib.contextmanager
+def deadline(seconds: float):
+    """While inside, fsutil's reads and listings of gs:// wait at most
+    `seconds` (a conversion's --io_timeout, while its options are checked);
+    the previous deadline back on leaving."""
+    kept = _timeout
+    set_timeout(float(seconds))
+    try:
+        yield
+    finally:
+        set_timeout(kept)
+
+
 class StorageUnavailable(ConversionError, RuntimeError):
     """The bucket did not answer (or kept failing) within the deadline."""
+
+
+class NoCredentials(ConversionError, RuntimeError):
+    """No Google Cloud credentials where google-auth looks (a key file named
+    by GOOGLE_APPLICATION_CREDENTIALS, gcloud's, the metadata server's)."""
+
+
+CREDENTIALS_FIX = ("run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a "
+                   "service account's key file")
+
+
+def default_credentials(scopes: list, needs: str = "this run needs them for its gs:// paths", request=None):
+    """google.auth.default(scopes), or NoCredentials: one line saying what
+    `needs` them and how to give them."""
+    import google.auth
+    from google.auth import exceptions
+    try:
+        return google.auth.default(scopes=scopes, request=request)
+    except exceptions.DefaultCredentialsError as e:
+        given = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS", "")
+        if given:
+            detail = " ".join(str(e).split())[:300]
+            raise NoCredentials(f"GOOGLE_APPLICATION_CREDENTIALS={given} gives no usable Google Cloud credentials "
+                                f"({detail}): {needs}; point it at a service account's key file, or unset it and run "
+                                "`gcloud auth application-default login`") from None
+        raise NoCredentials(f"no Google Cloud credentials on this machine: {needs}; {CREDENTIALS_FIX}") from None
 
 
 class ObjectInfo(NamedTuple):
@@ -89,9 +129,7 @@ def _new_client():
         from google.auth.credentials import AnonymousCredentials
         credentials, project = AnonymousCredentials(), os.environ.get("GOOGLE_CLOUD_PROJECT", "test")
     else:
-        import google.auth
-        credentials, project = google.auth.default(
-            scopes=["https://www.googleapis.com/auth/devstorage.read_write"])
+        credentials, project = default_credentials(["https://www.googleapis.com/auth/devstorage.read_write"])
     session = AuthorizedSession(credentials)
     adapter = requests.adapters.HTTPAdapter(pool_connections=POOL_SIZE, pool_maxsize=POOL_SIZE)
     session.mount("https://", adapter)
@@ -114,10 +152,20 @@ def _retry(timeout: float):
 
 
 def _unavailable(what: str, path: str, e: BaseException, timeout: float, flag=None) -> StorageUnavailable:
-    # Reads take --io_timeout; a conversion's listings (and writes) keep the default deadline.
-    limit = f"--io_timeout {timeout:g} s" if (what == "reading" if flag is None else flag) else f"{timeout:g} s"
+    # Reads and listings take --io_timeout; writes (Beam's) keep their own deadline.
+    by_flag = what in ("reading", "listing") if flag is None else flag
+    limit = f"--io_timeout {timeout:g} s" if by_flag else f"{timeout:g} s"
+    fix = ", or raise --io_timeout" if by_flag else " and rerun"
+    cause = getattr(e, "cause", None) or e  # a RetryError's last failure says what happened
+    detail = f"{type(cause).__name__}: " + " ".join(str(cause).split())[:200]
     return StorageUnavailable(f"{what} {path} failed: no usable answer from Cloud Storage within {limit} "
-                              f"({type(e).__name__}: {str(e)[:200]})")
+                              f"({detail}); check that this machine reaches bucket "
+                              f"{split_path(path)[0]} (network, proxy{_emulator_note()}){fix}")
+
+
+def _emulator_note() -> str:
+    host = os.environ.get("STORAGE_EMULATOR_HOST")
+    return f", STORAGE_EMULATOR_HOST={host}" if host else ""
 
 
 def _is_infrastructure(e: BaseException) -> bool:
@@ -278,7 +326,21 @@ def list_objects(prefix: str, delimiter: Optional[str] = None,
         raise
 
 
-def list_prefixes(prefix: str, timeout: float = DEFAULT_TIMEOUT) -> list[str]:
+def probe(bucket: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+    """Lists at most one object of `bucket`: returns if it answers; raises
+    the service's NotFound or Forbidden, the credentials' errors, or
+    StorageUnavailable when it gives no usable answer within `timeout`."""
+    try:
+        pages = client().list_blobs(bucket, max_results=1, timeout=(min(timeout, 30.0), timeout),
+                                    retry=_retry(timeout), fields="items(name),nextPageToken")
+        next(iter(pages), None)
+    except Exception as e:
+        if _is_infrastructure(e):
+            raise _unavailable("listing", f"gs://{bucket}", e, timeout, True) from e
+        raise
+
+
+def list_prefixes(prefix: str, timeout: float = DEFAULT_TIMEOUT, flag: Optional[bool] = None) -> list[str]:
     """Names of the "folders" directly under gs:// `prefix` (a delimiter listing)."""
     bucket, name = split_path(prefix)
     try:
@@ -288,6 +350,6 @@ def list_prefixes(prefix: str, timeout: float = DEFAULT_TIMEOUT) -> list[str]:
             pass
     except Exception as e:
         if _is_infrastructure(e):
-            raise _unavailable("listing", prefix, e, timeout) from e
+            raise _unavailable("listing", prefix, e, timeout, flag) from e
         raise
     return sorted(p[len(name):].rstrip("/") for p in pages.prefixes)

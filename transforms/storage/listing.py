@@ -46,16 +46,17 @@ def _matcher(patterns: tuple):
     return re.compile("|".join(f"(?:{fnmatch.translate(p.lower())})" for p in patterns)).match
 
 
-def folder_units(root: str) -> list[str]:
+def folder_units(root: str, timeout: float = gcs.DEFAULT_TIMEOUT) -> list[str]:
     """The pieces a tree is listed in, in parallel: '' (files directly in the
     root) and each top-level folder. Trees on other object stores than GCS
-    are listed in one piece ('*')."""
+    are listed in one piece ('*'). `timeout`: --io_timeout, for a bucket."""
     if fsutil.is_local(root):
         # Names that are not valid UTF-8 stay as os.fsdecode made them; the
         # stage carries units as bytes (unit_to_bytes), which Beam can encode.
         return [""] + [d for d in fsutil.list_subdirs(root) if not d.startswith(".")]
     if root.startswith("gs://"):
-        return [""] + [d for d in gcs.list_prefixes(root.rstrip("/") + "/") if not d.startswith(".")]
+        return [""] + [d for d in gcs.list_prefixes(root.rstrip("/") + "/", timeout, flag=True)
+                       if not d.startswith(".")]
     return ["*"]
 
 
@@ -78,7 +79,7 @@ def _accept(name: str, patterns: tuple, counts: collections.Counter) -> bool:
 
 
 def walk_unit(root: str, unit: str, patterns: tuple, counts: collections.Counter, digest=None,
-              racy_after_ns: int = 0, racy_digest=None) -> Iterator[Rec]:
+              racy_after_ns: int = 0, racy_digest=None, timeout: float = gcs.DEFAULT_TIMEOUT) -> Iterator[Rec]:
     """Records for one listing unit (see `folder_units`), in sorted order,
     each with its identity (Rec.stamp). With `digest` (a hashlib object),
     each record's path, size and change marker (modification time; on GCS
@@ -86,9 +87,10 @@ def walk_unit(root: str, unit: str, patterns: tuple, counts: collections.Counter
     fingerprint. The paths of files changed too recently to trust their times
     (provenance.racy, after `racy_after_ns`) go into `racy_digest`, with that
     threshold, so a run never finds them unchanged since the run whose listing
-    they were racy to (transforms/core/fingerprint.py, RACY)."""
+    they were racy to (transforms/core/fingerprint.py, RACY). `timeout`: how
+    long a bucket may stay silent (--io_timeout)."""
     if root.startswith("gs://"):
-        recs = _walk_gcs(root, unit, patterns, counts)
+        recs = _walk_gcs(root, unit, patterns, counts, timeout)
     elif not fsutil.is_local(root):
         recs = _walk_remote(root, patterns, counts)
     elif unit == "":
@@ -163,13 +165,15 @@ def _aliases_inside(entry, real_root: str) -> bool:
     return target == real_root or target.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
-def _walk_gcs(root: str, unit: str, patterns: tuple, counts: collections.Counter) -> Iterator[tuple]:
+def _walk_gcs(root: str, unit: str, patterns: tuple, counts: collections.Counter,
+              timeout: float) -> Iterator[tuple]:
     prefix = root.rstrip("/") + "/"
     if unit == "":
-        hidden = sum(1 for d in gcs.list_prefixes(prefix) if d.startswith("."))
+        hidden = sum(1 for d in gcs.list_prefixes(prefix, timeout, flag=True) if d.startswith("."))
         if hidden:  # a count of 0 would be a "not listed: hidden 0" line, and a manifest unlike a local tree's
             counts[EXCLUDED_HIDDEN] += hidden
-    listed = gcs.list_objects(prefix, delimiter="/") if unit == "" else gcs.list_objects(f"{prefix}{unit}/")
+    listed = gcs.list_objects(prefix if unit == "" else f"{prefix}{unit}/", "/" if unit == "" else None,
+                              timeout=timeout, flag=True)
     # The generation, not the time, marks a change in the fingerprint: every
     # rewrite of an object gets a new one.
     objects = ((o.path, o.size, o.generation, o.generation, provenance.gcs_stamp(o.size, o.generation))
