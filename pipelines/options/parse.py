@@ -30,7 +30,7 @@ from tfrecord_pipelines.transforms.core import resize
 from tfrecord_pipelines.transforms.core.resize import FILTERS, PngPolicy, ResizeMode, ResizePolicy
 from tfrecord_pipelines.transforms.core.specs import OutputFormat, ReadPolicy
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression
-from tfrecord_pipelines.transforms.storage import fsutil
+from tfrecord_pipelines.transforms.storage import copy_trust, fsutil
 
 
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?i?B?)\s*$", re.I)
@@ -249,8 +249,8 @@ def _incremental(cfg: ConvertConfig, o, previous: Optional[dict], broken: str = 
         prev = None
         if not why:
             try:
-                prev = provenance.previous_version(previous, out.previous_version,
-                                                   fsutil.join(out.root, out.previous_version))
+                prev = copy_trust.with_pins(provenance.previous_version(previous, out.previous_version,
+                                                                        fsutil.join(out.root, out.previous_version)))
             except provenance.ProvenanceError as e:
                 why = f"its manifest's provenance section is malformed ({e}); --full repairs it"
         changes.update(previous=prev, why_full=why)

@@ -45,7 +45,7 @@ from tfrecord_pipelines.transforms.core.errors import ConversionError
 from tfrecord_pipelines.transforms.core.features import feature_roles, feature_schema, tfmd_schema
 from tfrecord_pipelines.transforms.core.records import ShardResult
 from tfrecord_pipelines.transforms.core.specs import PublishSpec
-from tfrecord_pipelines.transforms.storage import fsutil, layout, report_data, resume, retention, run_lock
+from tfrecord_pipelines.transforms.storage import copy_trust, fsutil, layout, report_data, resume, retention, run_lock
 from tfrecord_pipelines.transforms.storage.reject_log import RejectLog
 
 
@@ -171,6 +171,7 @@ def how_made(spec: PublishSpec, got: RunResults, shards: list) -> dict:
     if out.previous:
         made.update({k: stats.get(f"incremental/{k}", 0) for k in ("unchanged", "new", "changed", "removed")})
         made["records_of_damaged_provenance"] = stats.get("incremental/damaged", 0)
+        made["records_of_untrusted_shards"] = stats.get("incremental/untrusted", 0)
     return made
 
 
@@ -266,6 +267,8 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
             resume.write_journal(area, out.output, _planned_moves(out.output, all_shards),
                                  sorted(companions) + [report_data.REPORT], versioned=bool(out.root))
         fsutil.delete([manifest_path])
+        for folder in (out.output, fsutil.join(out.output, provenance.FOLDER)):
+            copy_trust.unpin_folder(folder)  # an earlier run's pins of this folder
         _move_shards_in(out.output, all_shards)
         for name, data in companions.items():
             fsutil.write_chunks(fsutil.join(out.output, name), [data] if isinstance(data, bytes) else data)
@@ -281,6 +284,8 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
         except fsutil.AlreadyExists:
             raise PublishError(f"{manifest_path} appeared while publishing: another run wrote this output") from None
     check_published(out.output, all_shards, out.run_id)
+    if out.root and fsutil.is_local(out.output):  # what a later version may copy from: transforms/storage/copy_trust.py
+        copy_trust.pin(manifest_path)
     if out.resume_parent:  # published: no run can use a resume area of this root or output any more
         resume.remove_all(out.resume_parent)
     # Only now, with the version complete, may training jobs see it.
@@ -288,6 +293,7 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
         run_lock.check(out.lock_dir, out.run_id)
         _move_latest(out)
         retention.remove_versions(out.root, manifest["made"].get("versions_removed", []))
+    copy_trust.prune()
     return manifest
 
 
@@ -474,7 +480,7 @@ def _move_shards_in(output: str, shards: list) -> None:
             moves.append((src, dst))
         elif not fsutil.exists(dst):
             raise PublishError(f"{dst.rsplit('/', 1)[-1]} is missing from the staging folder {folder}")
-    fsutil.rename_many(moves)
+    copy_trust.rename_pinned(moves)  # a shard pinned as staged stays pinned where it is published
 
 
 def _end(spec: PublishSpec) -> None:
