@@ -22,6 +22,9 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# Runs pin the files they write in the user's state folder (transforms/storage/copy_trust.py): the tests' own,
+# shared by the test processes and the conversions they start, not the developer's ~/.local/state.
+os.environ.setdefault("XDG_STATE_HOME", os.path.join("/tmp", f"tfrecord-pipelines-tests-state-{os.getuid()}"))
 
 
 # What a test module of the pure core may not import: Beam, or the parts of ours that import it.

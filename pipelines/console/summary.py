@@ -158,6 +158,10 @@ def made_lines(m: dict, root: str = "") -> list:
             lines.append(f"warning: version {source}: the provenance of {n('records_of_damaged_provenance'):,} "
                          "records is damaged or cannot be read; they were read from their sources and are counted "
                          "as new above (--full rewrites everything)")
+        if n("records_of_untrusted_shards"):
+            lines.append(f"note: version {source}: {n('records_of_untrusted_shards'):,} records were read from "
+                         "their sources, not copied: their shards are not the files a run on this machine "
+                         "published (changed, copied or made elsewhere since)")
     elif text("full_because") and m.get("version"):
         lines.append(f"full conversion: {text('full_because')}")
     if n("shards_resumed"):
@@ -219,6 +223,9 @@ def print_preview(got: dict, cfg, out=None) -> bool:
         if stats.get("incremental/damaged"):
             print(f"warning: the provenance of {stats['incremental/damaged']:,} records of {o.previous.version} is "
                   "damaged or cannot be read: they would be read from their sources, as new records", file=out)
+        if stats.get("incremental/untrusted"):
+            print(f"note: {stats['incremental/untrusted']:,} records of {o.previous.version} are in shards that are "
+                  "not the files a run on this machine published: they would be read from their sources", file=out)
     elif o.root:
         print(f"full conversion: {o.why_full}", file=out)
     print(f"{'split':<14}{'records':>10}{'to read':>10}{'shards':>8}{'bytes':>12}  about each", file=out)

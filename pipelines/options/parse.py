@@ -115,6 +115,7 @@ class Resolved:
     latest_error: str = ""                  # --versioned: why LATEST's manifest cannot be read
     latest_named: str = ""                  # with --full and latest_error: the name LATEST holds
     latest_link_out: str = ""               # --versioned: a part of LATEST's version that is a link out of it
+    latest_pinned: object = None            # --versioned: LATEST's version with its pins (copy_trust.with_pins)
     label_map_text: Optional[str] = None    # --label_map: its text
 
 
@@ -234,10 +235,11 @@ def build_config(o, resolved: Resolved, run_id: str, progress: bool = False,
         if reader[0] == "tfds" and not o.version:
             reader += (f"--version {cfg.output.version}",)
         cfg = dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, reader=reader))
-    return _incremental(cfg, o, previous, broken, resolved.latest_link_out)
+    return _incremental(cfg, o, previous, broken, resolved.latest_link_out, resolved.latest_pinned)
 
 
-def _incremental(cfg: ConvertConfig, o, previous: Optional[dict], broken: str = "", link_out: str = "") -> ConvertConfig:
+def _incremental(cfg: ConvertConfig, o, previous: Optional[dict], broken: str = "", link_out: str = "",
+                 pinned=None) -> ConvertConfig:
     """Where a killed run of these inputs resumes, and (--versioned) whether
     the records of the version LATEST names may be copied, or why not."""
     out, inputs = cfg.output, cfg.inputs
@@ -265,6 +267,8 @@ def _incremental(cfg: ConvertConfig, o, previous: Optional[dict], broken: str = 
             try:
                 prev = provenance.previous_version(previous, out.previous_version,
                                                    fsutil.join(out.root, out.previous_version))
+                if pinned is not None and fsutil.is_local(prev.folder):
+                    prev = pinned  # the same version, with what was pinned of it (read by the resolve step)
             except provenance.ProvenanceError as e:
                 why = f"its manifest's provenance section is malformed ({e}); --full repairs it"
         if prev is not None and link_out:  # copied from only where it lies: never through a link out of the version

@@ -22,7 +22,7 @@ from tfrecord_pipelines.outputs import versions
 from tfrecord_pipelines.run import offline
 from tfrecord_pipelines.transforms.core import provenance, tables
 from tfrecord_pipelines.transforms.core.errors import UsageError
-from tfrecord_pipelines.transforms.storage import confined, fsutil
+from tfrecord_pipelines.transforms.storage import confined, copy_trust, fsutil
 
 
 def resolve(values, rows: bool = False) -> Resolved:
@@ -119,22 +119,24 @@ def _latest(o) -> dict:
         latest = versions.read_latest(root)
     except ValueError as e:
         return {"latest_error": str(e), "latest_named": versions.latest_name(root) if o.full else ""}
-    return {"latest": latest, "latest_link_out": _link_out(root, *latest)}
+    return {"latest": latest, **_previous(root, *latest)}
 
 
-def _link_out(root: str, name: str, manifest) -> str:
-    """The first part of the version LATEST names (its provenance folder, a shard, a provenance file) that
-    is a link out of it, or "": records are copied from a version only where it lies."""
+def _previous(root: str, name: str, manifest) -> dict:
+    """What the run may copy from the version LATEST names: the first of its parts (its provenance folder, a
+    shard, a provenance file) that is a link out of it (records are copied from a version only where it lies),
+    and the version with what a run on this machine pinned of it (transforms/storage/copy_trust.py)."""
     if not name or not isinstance(manifest, dict):
-        return ""
+        return {}
     try:
         prev = provenance.previous_version(manifest, name, fsutil.join(root, name))
     except (provenance.ProvenanceError, KeyError, TypeError, AttributeError):
-        return ""  # not a version to copy from: parse says why it converts in full
+        return {}  # not a version to copy from: parse says why it converts in full
     if prev is None:
-        return ""
-    return confined.link_out(prev.folder, [provenance.FOLDER, *(n for s in prev.shards for n in (
+        return {}
+    out_of = confined.link_out(prev.folder, [provenance.FOLDER, *(n for s in prev.shards for n in (
         s.name, provenance.provenance_name(s.name)))], root)
+    return {"latest_link_out": out_of, "latest_pinned": None if out_of else copy_trust.with_pins(prev)}
 
 
 def _label_map_text(path: str) -> Optional[str]:

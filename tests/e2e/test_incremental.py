@@ -290,20 +290,33 @@ def test_a_missing_or_damaged_previous_shard_is_read_from_the_sources(two_versio
         b = f.read(1)
         f.seek(200)
         f.write(bytes([b[0] ^ 0x40]))
+    rotted(os.path.join(root, "v1", hurt["name"]))
     opens.watch(images)
     capsys.readouterr()
     assert run_v2(images, root, src) == 0
     out = os.path.join(root, "v2")
     made = manifest(out)["made"]
-    assert made["records_repaired"] == gone["records"] + 1, made
+    # The missing shard is not the file pinned: its records are read; the flipped record is read again.
+    assert made["records_of_untrusted_shards"] == gone["records"] and made["records_repaired"] == 1, made
     assert len(opens.taken()) == gone["records"] + 1 + 1  # the repaired ones and the new image
     assert "whose copy in v1 was damaged" in capsys.readouterr().out
     check_against_source(out, expected_labels(images, out), images)
     assert_same_as_full(out, images, scratch, *src)
 
 
+def rotted(*paths: str) -> None:
+    """The files keep their pins (transforms/storage/copy_trust.py), as after a
+    disk's flipped bit, or as in a bucket, where nothing is pinned: what the
+    checks behind the pins see. An edit by hand is never copied
+    (tests/e2e/test_copy_trust.py)."""
+    from tfrecord_pipelines.transforms.storage import copy_trust
+    for p in paths:
+        assert copy_trust.pin(p)
+
+
 def _rewrite_provenance(root: str, shard: str, edit) -> None:
-    """Edits a provenance file of v1 and, to get past its CRC32C, the manifest too."""
+    """Edits a provenance file of v1 and, to get past its CRC32C, the manifest
+    too; both keep their pins (rotted)."""
     import google_crc32c
     from tfrecord_pipelines.transforms.core.tfrecord_io import crc32c_text
     path = os.path.join(root, "v1", "provenance", shard + ".jsonl")
@@ -315,6 +328,7 @@ def _rewrite_provenance(root: str, shard: str, edit) -> None:
     m["incremental"]["provenance"][shard].update(bytes=len(data), crc32c=crc32c_text(google_crc32c.value(data)))
     with open(mpath, "w") as f:
         json.dump(m, f)
+    rotted(path, mpath)
 
 
 def test_damaged_or_forged_provenance_never_yields_a_wrong_record(two_versions, opens, capsys):
@@ -365,6 +379,7 @@ def test_records_the_kernel_copies_are_those_read_and_written_here(two_versions,
     images, root, scratch, src = two_versions
     other = root + "-read"
     shutil.copytree(root, other)
+    rotted(*(os.path.join(d, n) for d, _, names in os.walk(os.path.join(other, "v1")) for n in names))  # a copy
     kernel = previous.copy_range
     copied = []
 

@@ -326,6 +326,9 @@ class PrevShard(NamedTuple):
     prov_bytes: int       # its provenance file, provenance/<name>.jsonl
     prov_crc32c: str
     crc: int = 0          # the shard's CRC32C (unmasked), as the manifest gives it
+    # (shard identity, provenance file identity) pinned when this machine published them
+    # (transforms/storage/copy_trust.py); () when not pinned, or the manifest is not the one pinned
+    trust: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -335,6 +338,7 @@ class PreviousVersion:
     folder: str           # its folder (local path or gs://...)
     listed_at_ns: int     # when its run started listing
     shards: tuple = ()    # PrevShard, every shard of every split
+    pinned: bool = False  # a local version: a shard is copied from only if its files are those pinned (trust)
 
     @property
     def after_ns(self) -> int:

@@ -48,7 +48,7 @@ from tfrecord_pipelines.transforms.core.errors import ConversionError
 from tfrecord_pipelines.transforms.core.features import feature_roles, feature_schema, tfmd_schema
 from tfrecord_pipelines.transforms.core.records import ShardResult
 from tfrecord_pipelines.transforms.core.specs import PublishSpec
-from tfrecord_pipelines.transforms.storage import confined, fsutil, layout, report_data, resume, retention, run_lock
+from tfrecord_pipelines.transforms.storage import confined, copy_trust, fsutil, layout, report_data, resume, retention, run_lock
 from tfrecord_pipelines.transforms.storage.reject_log import RejectLog
 
 
@@ -176,6 +176,7 @@ def how_made(spec: PublishSpec, got: RunResults, shards: list) -> dict:
         made["records_of_damaged_provenance"] = stats.get("incremental/damaged", 0)
         if stats.get("incremental/racy"):  # only then: other manifests read as they did
             made["changed_racy"] = stats["incremental/racy"]
+        made["records_of_untrusted_shards"] = stats.get("incremental/untrusted", 0)
     return made
 
 
@@ -283,6 +284,8 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
             resume.write_journal(area, out.output, _planned_moves(out.output, all_shards),
                                  sorted(companions) + [report_data.REPORT], versioned=bool(out.root))
         fsutil.delete([manifest_path])
+        for folder in (out.output, fsutil.join(out.output, provenance.FOLDER)):
+            copy_trust.unpin_folder(folder)  # an earlier run's pins of this folder
         _move_shards_in(out.output, all_shards)
         for name, data in companions.items():
             fsutil.write_chunks(fsutil.join(out.output, name), [data] if isinstance(data, bytes) else data)
@@ -301,6 +304,8 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
     # Published: the rejects earlier refused runs kept here describe no dataset in this folder any more.
     fsutil.delete([fsutil.join(out.output, n) for n in fsutil.list_dir(out.output)
                    if layout.FAILED_RUN_REJECTS_RE.match(n)])
+    if out.root and fsutil.is_local(out.output):  # what a later version may copy from: transforms/storage/copy_trust.py
+        copy_trust.pin(manifest_path)
     if out.resume_parent:  # published: no run can use a resume area of this root or output any more
         resume.remove_all(out.resume_parent)
     # Only now, with the version complete, may training jobs see it.
@@ -314,6 +319,7 @@ def _publish(spec: PublishSpec, got: RunResults) -> dict:
             raise PublishError(_latest_not_written(out, e)) from None
         retention.remove_versions(out.root, manifest["made"].get("versions_removed", []))
         retention.remove_leftovers(out.root, [e["folder"] for e in manifest["made"].get("leftovers_removed", [])])
+    copy_trust.prune()
     return manifest
 
 
@@ -532,7 +538,7 @@ def _move_shards_in(output: str, shards: list) -> None:
             moves.append((src, dst))
         elif not fsutil.exists(dst):
             raise PublishError(f"{dst.rsplit('/', 1)[-1]} is missing from the staging folder {folder}")
-    fsutil.rename_many(moves)
+    copy_trust.rename_pinned(moves)  # a shard pinned as staged stays pinned where it is published
 
 
 def _end(spec: PublishSpec) -> None:

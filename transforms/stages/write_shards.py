@@ -30,14 +30,19 @@ source instead. From a local previous version into a local shard the kernel
 copies a run (copy_file_range) and the run is checked as this shard then
 holds it, and cut off again if it fails; elsewhere the run is read, checked,
 then written. A reject the previous version decided from the file's bytes
-is carried. With --versioned, each shard's provenance file (what a later
-version needs to do the same) is written beside it.
+is carried. From a local previous version, a shard is copied from only
+while it is the file pinned when it was published (transforms/storage/copy_trust.py:
+checked on the descriptor after the copy; one that is not is cut off again
+and its records read from their sources). With --versioned, each shard's
+provenance file (what a later version needs to do the same) is written
+beside it.
 
 Resume (transforms/storage/resume.py): shards are staged in the resume area
 named after the run's fingerprint, each followed by its done-record once its
 files are complete; a shard that has a sound done-record there is not written
 again: its result, rejects, quality rows and (--annotations) box statistics
-are emitted from the record.
+are emitted from the record. The staged files and the done-record are
+pinned as written (copy_trust), so a rerun keeps only what this run wrote.
 
 The DoFn checks for a done-record and keeps what a worker holds from shard to
 shard (_Worker); each shard is written by a ShardWriter, whose methods are the
@@ -72,7 +77,7 @@ from tfrecord_pipelines.transforms.core.sharding import extension_of, shard_name
 from tfrecord_pipelines.transforms.core.specs import QUALITY, REJECTS, STATS, DetectionSpec, OutputFormat, ReadPolicy
 from tfrecord_pipelines.transforms.core.specs import ShardNames
 from tfrecord_pipelines.transforms.core.tfrecord_io import Compression, crc32c_text
-from tfrecord_pipelines.transforms.storage import fsutil, layout, previous, reads, resume, spill
+from tfrecord_pipelines.transforms.storage import copy_trust, fsutil, layout, previous, reads, resume, spill
 from tfrecord_pipelines.transforms.storage.array_record_io import shard_writer
 from tfrecord_pipelines.transforms.storage.gcs import StorageUnavailable
 from tfrecord_pipelines.transforms.storage.progress import Progress
@@ -208,6 +213,15 @@ class _Worker:
         self.encoders: dict = {}  # label kind -> ExampleEncoder (the kind comes with the label map)
         self.lookup_for, self.lookup = None, {}
         self.kernel_copy = True  # until the kernel says it cannot copy between these files
+        prev = spec.reuse.previous
+        # A pinned previous version's shards by name: what each must still be when it is copied from.
+        # (-1,): a shard without pins (its records are read, never copied: PreviousEntries) matches nothing.
+        self._pins = {s.name: s.trust[0] if s.trust else (-1,)
+                      for s in prev.shards} if prev is not None and prev.pinned else {}
+
+    def pinned(self, shard: str) -> tuple:
+        """The identity the previous shard must have to be copied from (() where none is checked)."""
+        return self._pins.get(shard, ())
 
     def encoder(self, label_kind) -> ExampleEncoder:
         if self.encoders.get(label_kind) is None:
@@ -296,6 +310,10 @@ class ShardWriter:
                              len(index_data), prov_temp, len(prov_data),
                              crc32c_text(google_crc32c.value(prov_data)) if prov_temp else "",
                              copied, read, counts["repair"])
+        # What publish moves (and a rerun resumes) only as this run wrote it: transforms/storage/copy_trust.py.
+        for path in (self._temp, index_temp, prov_temp) if spec.reuse.resume_parent or spec.reuse.provenance else ():
+            if path:
+                copy_trust.pin(path)
         if spec.reuse.resume_parent:  # after every file of the shard is complete
             self.done_record(result, crc32c_text(google_crc32c.value(index_data)) if index_temp else "")
         if self._rejects:
@@ -337,7 +355,8 @@ class ShardWriter:
         where a run fails its check ("copy", or "repair": read from the source)."""
         prev = self._w.spec.reuse.previous
         try:
-            data = previous.read_range(prev.folder, unit.shard, unit.start, unit.end, self._w.policy.reads.timeout)
+            data = previous.read_range(prev.folder, unit.shard, unit.start, unit.end, self._w.policy.reads.timeout,
+                                       self._w.pinned(unit.shard))
         except StorageUnavailable:
             raise
         except Exception as e:  # gone or unreadable: its records are read from their sources
@@ -374,7 +393,7 @@ class ShardWriter:
         sink.flush()  # the writes handed over come first
         fd, at, crc = sink.fileno(), writer.bytes_written, writer.crc
         try:
-            copied = previous.copy_range(prev.folder, unit.shard, unit.start, unit.end, fd)
+            copied = previous.copy_range(prev.folder, unit.shard, unit.start, unit.end, fd, self._w.pinned(unit.shard))
         except previous.CopyUnsupported:
             self._w.kernel_copy = False
             return []
@@ -524,6 +543,7 @@ class ShardWriter:
         """The shard's done-record in the resume area, after every file of the shard is complete."""
         resume.write_done(self._where, result, self._rejects, self._rows or [], index_crc,
                           tuple(sorted(self._box_stats.items())))
+        copy_trust.pin(fsutil.join(self._where, self._name + resume.DONE_SUFFIX))
 
     def _count(self, copied: int) -> None:
         writer, c, counts = self._writer, self._w.counters, self._counts

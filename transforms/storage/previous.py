@@ -5,7 +5,11 @@ The previous version is untrusted input (someone may have edited or damaged
 it): only regular files are opened, no read goes past what the manifest
 says a file holds, a provenance file must have the manifest's CRC32C and
 parse whole (transforms/core/provenance.py), and every record copied is
-checked by the writer before it is written. A failure here is never an
+checked by the writer before it is written. Those checks read only the
+dataset root, so whoever can write it could pass them; on local disk a
+shard is copied from only while it and its provenance file are the files
+pinned when they were published (transforms/storage/copy_trust.py), checked
+on the descriptor after each read or copy. A failure here is never an
 error of the run: the records concerned are read from their sources.
 """
 from __future__ import annotations
@@ -19,7 +23,7 @@ import google_crc32c
 from tfrecord_pipelines.transforms.core import provenance
 from tfrecord_pipelines.transforms.core.specs import ReadPolicy
 from tfrecord_pipelines.transforms.core.tfrecord_io import crc32c_text
-from tfrecord_pipelines.transforms.storage import fsutil, gcs, reads
+from tfrecord_pipelines.transforms.storage import copy_trust, fsutil, gcs, reads
 
 
 class Damaged(Exception):
@@ -47,12 +51,14 @@ def read_provenance(folder: str, shard: provenance.PrevShard, timeout: float) ->
         raise Damaged(f"{provenance.provenance_name(shard.name)}: {e}") from None
 
 
-def read_range(folder: str, name: str, start: int, end: int, timeout: float) -> bytes:
+def read_range(folder: str, name: str, start: int, end: int, timeout: float, expect: tuple = ()) -> bytes:
     """Bytes [start, end) of the previous shard `name` (fewer if the file is
-    shorter); OSError and the stores' errors when it cannot be read."""
+    shorter); OSError and the stores' errors when it cannot be read;
+    copy_trust.Changed when a local shard is not the file `expect` (its
+    pinned identity) says, checked after the read."""
     path = fsutil.join(folder, name)
     if fsutil.is_local(path):
-        return _pread(path, start, end)
+        return _pread(path, start, end, expect)
     if path.startswith("gs://"):
         return gcs.read_range(path, start, end, timeout)
     from apache_beam.io.filesystem import CompressionTypes
@@ -67,12 +73,14 @@ class CopyUnsupported(OSError):
     old kernel, a filesystem without copy_file_range)."""
 
 
-def copy_range(folder: str, name: str, start: int, end: int, dst_fd: int) -> int:
+def copy_range(folder: str, name: str, start: int, end: int, dst_fd: int, expect: tuple = ()) -> int:
     """Bytes [start, end) of the local previous shard `name` appended to the
     file `dst_fd` (at its position) by the kernel, without passing through
     this process: the number copied, fewer if the shard is shorter. The
     caller checks what arrived. OSError when the shard cannot be opened;
-    CopyUnsupported when the kernel cannot copy."""
+    CopyUnsupported when the kernel cannot copy; copy_trust.Changed when the
+    shard is not the file `expect` (its pinned identity) says, checked on the
+    descriptor after the copy (the caller then cuts the copy off)."""
     if not hasattr(os, "copy_file_range"):  # Linux only
         raise CopyUnsupported(errno.ENOSYS, "copy_file_range is not available")
     path = os.path.join(folder, name)
@@ -93,12 +101,13 @@ def copy_range(folder: str, name: str, start: int, end: int, dst_fd: int) -> int
                 break
             pos += n
         _drop_cached(fd, start, pos)
+        _check_pinned(fd, path, expect)
         return pos - start
     finally:
         os.close(fd)
 
 
-def _pread(path: str, start: int, end: int) -> bytes:
+def _pread(path: str, start: int, end: int, expect: tuple = ()) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -111,9 +120,17 @@ def _pread(path: str, start: int, end: int) -> bytes:
             parts.append(got)
             pos += len(got)
         _drop_cached(fd, start, pos)
+        _check_pinned(fd, path, expect)
         return parts[0] if len(parts) == 1 else b"".join(parts)
     finally:
         os.close(fd)
+
+
+def _check_pinned(fd: int, path: str, expect: tuple) -> None:
+    """After the bytes were taken: the file is the one pinned (a change
+    before or during the read gives it another change time)."""
+    if expect and copy_trust.fd_identity(fd) != tuple(expect):
+        raise copy_trust.Changed(errno.ESTALE, "changed since it was published", path)
 
 
 def _drop_cached(fd: int, start: int, end: int) -> None:

@@ -12,7 +12,7 @@ import apache_beam as beam
 from tfrecord_pipelines.transforms.core import provenance, sharding
 from tfrecord_pipelines.transforms.core.matching import ENTRIES
 from tfrecord_pipelines.transforms.core.specs import DEFAULT_IO_TIMEOUT, STATS
-from tfrecord_pipelines.transforms.storage import previous, spill
+from tfrecord_pipelines.transforms.storage import copy_trust, previous, spill
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,12 @@ class _ReadProvenanceFn(beam.DoFn):
             log.warning("version %s: %s; its %d records are read from their sources", self._prev.version, e,
                         shard.records)
             yield beam.pvalue.TaggedOutput(STATS, ("incremental/damaged", shard.records))
+            return
+        why = copy_trust.why_untrusted(self._prev, shard)  # after the read: a change before it or during it shows
+        if why:
+            log.info("version %s: %s: %s; its %d records are read from their sources", self._prev.version,
+                     shard.name, why, shard.records)
+            yield beam.pvalue.TaggedOutput(STATS, ("incremental/untrusted", shard.records))
             return
         groups = collections.defaultdict(list)
         for e in entries:

@@ -10,7 +10,9 @@ them; any other run, another name. Next to each complete shard the writer
 leaves a done-record (`<shard>.done`: its size, CRC32C, counts, rejects and
 quality rows, transforms/core/provenance.py), written after the shard file is
 complete; a rerun keeps a shard only if its staged files still have the
-recorded sizes and CRC32Cs.
+recorded sizes and CRC32Cs and, on local disk, the done-record and the
+staged files are the ones a run on this machine pinned as it wrote them
+(transforms/storage/copy_trust.py: sizes and CRCs are no secret).
 
 The publish step writes a journal (`publishing.json`: what it moves where)
 before it moves the shards into the output; a run killed while publishing
@@ -34,7 +36,7 @@ import google_crc32c
 from tfrecord_pipelines.transforms.core import provenance
 from tfrecord_pipelines.transforms.core.records import Reject, ShardResult
 from tfrecord_pipelines.transforms.core.tfrecord_io import crc32c_text
-from tfrecord_pipelines.transforms.storage import fsutil, gcs, layout
+from tfrecord_pipelines.transforms.storage import copy_trust, fsutil, gcs, layout
 
 JOURNAL = "publishing.json"
 DONE_SUFFIX = ".done"
@@ -59,6 +61,7 @@ def areas(parent: str) -> list:
 def remove_all(parent: str) -> None:
     for a in areas(parent):
         fsutil.delete_tree(a)
+        copy_trust.unpin_folder(a)
 
 
 # ---- done-records ---------------------------------------------------------------------------------------------
@@ -96,6 +99,10 @@ def load_done(where: str, name: str, split: str, index: int, num_shards: int) ->
         return None
     if data is None:
         return None
+    if fsutil.is_local(path) and not copy_trust.pinned(path):  # checked after the read: a change before it shows
+        log.warning("resume: %s is not the done-record a run on this machine wrote (edited, replaced or copied "
+                    "since); the shard is written again", path)
+        return None
     try:
         shard, rejects, rows, boxes = provenance.parse_done(data, name)
     except provenance.ProvenanceError as e:
@@ -107,8 +114,13 @@ def load_done(where: str, name: str, split: str, index: int, num_shards: int) ->
     if shard["prov_temp"]:
         files.append((shard["prov_temp"], shard["prov_bytes"], shard["prov_crc32c"]))
     for base, size, crc in files:
-        if not staged_ok(fsutil.join(where, base), size, crc):
+        staged = fsutil.join(where, base)
+        if not staged_ok(staged, size, crc):
             log.warning("resume: the staged %s is missing or damaged; the shard is written again", base)
+            return None
+        if fsutil.is_local(staged) and not copy_trust.pinned(staged):
+            log.warning("resume: the staged %s is not the file a run on this machine wrote (edited, replaced or "
+                        "copied since); the shard is written again", base)
             return None
     join = lambda b: fsutil.join(where, b) if b else ""  # noqa: E731
     result = ShardResult(split, index, num_shards, name, join(shard["temp"]), shard["records"], shard["bytes"],
@@ -237,7 +249,7 @@ def _undo(where: str, body: dict) -> str:
             back.append((dst, src))
         elif dst in present:
             dropped.append(dst)  # a rename that copied and did not delete (object stores)
-    fsutil.rename_many(back)
+    copy_trust.rename_pinned(back)  # a file moved back is trusted if it was, unchanged, where publish put it
     fsutil.delete(dropped + [fsutil.join(output, n) for n in body["companions"]])
     if body.get("version_folder") and not _list_tree(output):
         fsutil.delete_tree(output)
