@@ -1,6 +1,6 @@
 """The benchmark: our converter against the baselines, on generated ImageNet-like data.
 
-    python -m bench.run                       # sizes 100,2500,10000, 5 repeats, default variants (~25 min)
+    python -m bench.run                       # sizes 100,2500,10000, 5 repeats, default variants (~30 min)
     python -m bench.run --sizes 2500,10000 --repeats 3 --variants default,naive_beam_mp
 
 For each size it builds (or reuses, from --data-dir) an image tree with the
