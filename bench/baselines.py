@@ -21,6 +21,11 @@ VARIANT is one of:
   decode_all_cores    a process pool on all cores: read each file and decode it fully with Pillow (`load()`)
   validate_all_cores  the same pool calling our validator, tfrecord_pipelines.transforms.core.images.probe_image in full mode
                       (a JPEG decoded at 1/8 scale with draft(), which still decodes the whole stream)
+  bound_header        the work each record of a `--validate header` conversion needs, and nothing else, on all
+                      cores: per record a read, the header probe, SHA-256 of the bytes, the Example from our
+                      encoder, framed with its two CRC32Cs (the record's, the shard's running one) and written into
+                      the shard files, which are dealt over a process per core (bench/profile.py's steps)
+  bound_full          the same with full validation's probe (the 1/8-scale decode)
 
 Files are listed with a sorted walk; the label is the top folder's name (ids
 in sorted order). Each variant prints one JSON line: {"images": n, "bytes": b}.
@@ -76,6 +81,31 @@ def _plain_shards(task) -> int:
                 f.write(data)
                 total += len(data)
     return total
+
+
+def _bound_shards(task) -> int:
+    from bench import profile
+    from tfrecord_pipelines.transforms.core.tfrecord_io import RecordWriter
+    items, root, out, shards, mine, mode = task
+    header, full = profile.policies()
+    policy = full if mode == "full" else header
+    encoder = profile.new_encoder()
+    total = 0
+    chunks = _chunks(items, shards)
+    for s in mine:
+        with open(os.path.join(out, f"train-{s:05d}-of-{shards:05d}.tfrecord"), "wb") as f:
+            writer = RecordWriter(f)
+            for item in chunks[s]:
+                total += profile.record_work(root, item, policy, encoder, writer)
+    return total
+
+
+def bound_all_cores(items, root: str, out: str, shards: int, mode: str) -> int:
+    """The work each record needs (`mode`: header or full), the shards dealt over a process per core."""
+    procs = max(1, min(os.cpu_count() or 1, shards))
+    tasks = [(items, root, out, shards, list(range(p, shards, procs)), mode) for p in range(procs)]
+    with mp.get_context("fork").Pool(procs) as pool:
+        return sum(pool.map(_bound_shards, tasks))
 
 
 def plain_all_cores(items, out: str, shards: int) -> int:
@@ -212,7 +242,7 @@ def all_cores(items, fn) -> int:
 
 
 VARIANTS = ("plain", "plain_all_cores", "tutorial", "tutorial_decode", "naive_beam", "naive_beam_mp",
-            "beam_floor", "decode_all_cores", "validate_all_cores")
+            "beam_floor", "decode_all_cores", "validate_all_cores", "bound_header", "bound_full")
 
 
 def main(argv=None) -> None:
@@ -236,6 +266,9 @@ def main(argv=None) -> None:
         total = naive_beam(items, a.output, a.shards, multi_processing=v == "naive_beam_mp")
     elif v == "beam_floor":
         seen, total = beam_floor(items, a.output), 0  # what went through the pipeline; no image is read
+    elif v in ("bound_header", "bound_full"):
+        import bench.profile  # noqa: F401  (imported once, before the fork)
+        total = bound_all_cores(items, a.input.rstrip(os.sep) or a.input, a.output, a.shards, v[len("bound_"):])
     elif v == "decode_all_cores":
         import PIL.Image  # noqa: F401  (imported once, before the fork)
         total = all_cores(items, _decode_one)

@@ -61,7 +61,7 @@ def test_bench_runs_end_to_end(tmp_path):
     for m in doc["summary"]["marginal"].values():
         assert {"images_per_s", "mb_per_s", "startup_s", "cpu_us_per_image", "peak_rss_growth"} <= set(m)
     names = {t["target"] for t in doc["targets"]}
-    assert {"header_marginal_vs_plain", "tutorial_wall_vs_header", "naive_beam_wall_vs_header",
+    assert {"header_marginal_vs_bound", "full_marginal_vs_bound", "tutorial_wall_vs_header", "naive_beam_wall_vs_header",
             "full_marginal_vs_validate_all_cores", "full_marginal_vs_decode_all_cores",
             "ours_header_peak_rss_mb", "ours_full_peak_rss_mb", "ours_full_peak_rss_growth"} <= names
 
