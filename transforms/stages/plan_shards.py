@@ -24,7 +24,6 @@ import operator
 from typing import Iterable, Optional
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindows
 
 from tfrecord_pipelines.transforms.core import sharding
 from tfrecord_pipelines.transforms.core.records import pack
@@ -35,37 +34,23 @@ from tfrecord_pipelines.transforms.storage import spill
 
 
 def by_bucket(groups: dict, spill_dir: str = "") -> list:
-    """((split, bucket), (count, bytes, [packed records or their spill
-    reference])) for each group; spilled groups share one file."""
-    put = spill.putter(spill_dir)
-    return [(k, (len(recs), _listed_bytes(recs), [put(recs)])) for k, recs in sorted(groups.items())]
-
-
-def _listed_bytes(recs) -> int:
+    """((split, bucket), (count, bytes, packed records or their spill
+    reference)) for each group; spilled groups share one file."""
     # A size the listing did not give (-1) counts as 0: such runs plan by
     # --num_shards, or validate first (pipelines/options/parse.py).
-    return sum(max(r.size, 0) for r in recs)
+    put = spill.putter(spill_dir)
+    return [(k, (len(recs), sum(max(r.size, 0) for r in recs), put(recs))) for k, recs in sorted(groups.items())]
 
 
 class _ByBucketFn(spill.Gather):
     """Groups records by (split, bucket) across a bundle before the shuffle.
     Batch by batch, a record would mostly travel alone (a batch of 500 over 256
     buckets), costing an element, its encoding and its memory in the runner
-    each; this way an element carries many. At most 20,000 records wait.
-
-    On a local run each flush goes to the spill file at once, but its
-    references wait for the bundle's end: then one element per bucket carries
-    them all: 256 elements per bundle whatever the dataset's size, where an
-    element per bucket and flush made 256 more per 20,000 records, held by the
-    runner until the run ended (5,600 at 400,000 images, ~5 MB of the peak)."""
+    each; this way an element carries many. At most 20,000 records wait."""
 
     def __init__(self, spill_dir: str = ""):
         super().__init__()
         self._spill_dir = spill_dir
-
-    def start_bundle(self):
-        super().start_bundle()
-        self._spilled: dict = {}  # (split, bucket): [count, bytes, [references]]
 
     def items(self, batch):
         return spill.load(batch)
@@ -74,20 +59,7 @@ class _ByBucketFn(spill.Gather):
         return rec.split, sharding.bucket_of(rec.key)
 
     def emit(self, groups: dict) -> list:
-        if not self._spill_dir:
-            return by_bucket(groups)
-        for k, recs in sorted(groups.items()):
-            waiting = self._spilled.setdefault(k, [0, 0, []])
-            waiting[0] += len(recs)
-            waiting[1] += _listed_bytes(recs)
-            waiting[2].append(spill.put(recs, self._spill_dir))
-        return []
-
-    def finish_bundle(self):
-        yield from super().finish_bundle()
-        for k, (count, nbytes, refs) in sorted(self._spilled.items()):
-            yield GlobalWindows.windowed_value((k, (count, nbytes, refs)))
-        self._spilled = {}
+        return by_bucket(groups, self._spill_dir)
 
 
 def _sum_pairs(pairs: Iterable[tuple]) -> tuple:
@@ -107,8 +79,7 @@ def _assign(element: tuple, plans: dict, spill_dir: str = "", after_ns: Optional
     the match's counts emitted as STATS."""
     (split, bucket), groups = element
     groups, out = list(groups), []
-    recs = list(itertools.chain.from_iterable(spill.load(b) for v in groups if not matching.is_entries(v)
-                                              for b in v[2]))
+    recs = list(itertools.chain.from_iterable(spill.load(v[2]) for v in groups if not matching.is_entries(v)))
     if after_ns is not None:
         entries = previous_entries.entries_of(v for v in groups if matching.is_entries(v))
         recs, counts = matching.match(recs, entries, after_ns)
