@@ -161,7 +161,8 @@ def made_lines(m: dict, root: str = "") -> list:
         if n("records_of_untrusted_shards"):
             lines.append(f"note: version {source}: {n('records_of_untrusted_shards'):,} records were read from "
                          "their sources, not copied: their shards are not the files a run on this machine "
-                         "published (changed, copied or made elsewhere since)")
+                         "published (changed, copied or made elsewhere since; a job whose home folder does not "
+                         "last from run to run keeps its pins only with XDG_STATE_HOME on a lasting folder)")
     elif text("full_because") and m.get("version"):
         lines.append(f"full conversion: {text('full_because')}")
     if n("shards_resumed"):
