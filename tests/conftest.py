@@ -333,3 +333,13 @@ def users_project(folder) -> str:
     with open(os.path.join(folder, "pipelines", "__init__.py"), "w") as f:
         f.write("raise ImportError('the user\\'s own pipelines package was imported')\n")
     return str(folder)
+
+
+# google-auth looks up the access boundary of the tests' service-account key (tests/gcs_emulator.py) on a thread
+# of its own, which cannot reach Google from here: its retries' warnings are the test key's, not the command's.
+KEY_LOOKUP = "WARNING:urllib3.connectionpool:Retrying"
+
+
+def own_lines(stderr: str) -> list:
+    """A command's stderr lines, without the test key's access-boundary lookup."""
+    return [line for line in stderr.strip().splitlines() if not line.startswith(KEY_LOOKUP)]

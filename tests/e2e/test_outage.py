@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from conftest import convert, make_tree
+from conftest import convert, make_tree, own_lines
 from gcs_emulator import BUCKET, gcs, gcs_proxied, upload_tree  # noqa: F401 (fixtures)
 
 TFRECORDS = os.path.join(os.path.dirname(sys.executable), "tfrecords")
@@ -38,7 +38,7 @@ def test_verify_and_inspect_of_a_bucket_that_stops_answering(gcs_proxied, tmp_pa
             for command in (["verify", out], ["inspect", out, "-n", "100"]):
                 proc, seconds = _command(command, gcs_proxied.url)
                 assert proc.returncode == 1, (command, proc.stdout, proc.stderr)
-                lines = proc.stderr.strip().splitlines()
+                lines = own_lines(proc.stderr)
                 assert len(lines) == 1 and "Traceback" not in proc.stderr, (command, proc.stderr)
                 assert lines[0].startswith("error: reading gs://") and where in lines[0], (command, lines)
                 assert "no usable answer from Cloud Storage within --io_timeout 2 s" in lines[0], lines

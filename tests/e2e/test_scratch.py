@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, check_against_source, make_tree
+from conftest import ROOT, check_against_source, make_tree, own_lines
 from gcs_emulator import BUCKET, gcs, list_names  # noqa: F401 (fixture)
 
 TFRECORDS = os.path.join(os.path.dirname(sys.executable), "tfrecords")
@@ -68,9 +68,6 @@ def tiny_tmpfs(tmp_path):
         subprocess.run(["umount", "-l", d], check=True)
 
 
-_KEY_LOOKUP = "WARNING:urllib3.connectionpool:Retrying"
-
-
 def test_a_full_temp_folder_is_not_reported_as_the_buckets(gcs, tmp_path, tiny_tmpfs):
     root = str(tmp_path / "imgs")
     make_tree(root, per_class=120)  # 360 records: their spill files need more than 16 KB
@@ -79,9 +76,7 @@ def test_a_full_temp_folder_is_not_reported_as_the_buckets(gcs, tmp_path, tiny_t
                            "--direct_running_mode", "in_memory"], env=_env(tiny_tmpfs), capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr
-    # google-auth looks up the access boundary of the tests' service-account key (tests/gcs_emulator.py) on a
-    # thread of its own, which cannot reach Google from here: its retries are the test key's, not the run's.
-    lines = [line for line in proc.stderr.strip().splitlines() if not line.startswith(_KEY_LOOKUP)]
+    lines = own_lines(proc.stderr)
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     err = lines[0]
     assert err.startswith("error: No space left on device") and "not in --output" in err and "TMPDIR" in err, err

@@ -241,6 +241,9 @@ def reset_clients() -> None:
 def exists(path: str) -> bool:
     if is_local(path):
         return os.path.lexists(path)
+    if path.startswith("gs://"):  # one request, with the deadline (Beam's retries for 120 s)
+        from tfrecord_pipelines.transforms.storage import gcs
+        return gcs.exists(path)
     return FileSystems.exists(path)
 
 

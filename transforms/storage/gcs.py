@@ -212,6 +212,20 @@ def read(path: str, generation: int = 0, timeout: float = DEFAULT_TIMEOUT, max_b
     return data, int(blob.generation or generation or 0)
 
 
+def exists(path: str, seconds: float = 0.0) -> bool:
+    """Whether the object exists, asked within `seconds` (by default the
+    deadline's, --io_timeout); StorageUnavailable past it."""
+    seconds = seconds or timeout()
+    bucket, name = split_path(path)
+    try:
+        return client().bucket(bucket).blob(name).exists(timeout=(min(seconds, 30.0), seconds),
+                                                         retry=_retry(seconds))
+    except Exception as e:
+        if _is_infrastructure(e):
+            raise _unavailable("reading", path, e, seconds) from e
+        raise
+
+
 def read_all(path: str, timeout: float = 0.0) -> bytes:
     """The whole object (FileNotFoundError if there is none), within the deadline."""
     from google.api_core import exceptions as gexc
