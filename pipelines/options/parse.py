@@ -396,7 +396,7 @@ def _output_spec(o, run_id: str, keys: tuple, progress: bool, previous_version: 
     if not o.versioned:
         return OutputSpec(out, run_id, o.overwrite, keys, progress, source_ids=o.source_ids)
     version = o.version or (_next_release(previous_version) if getattr(o, "reader", "") == "tfds"
-                            else versions.new_version_name())
+                            else versions.new_version_name(previous=previous_version))
     if not versions.VERSION_NAME.match(version):
         raise UsageError(f"--version {version!r}: use letters, digits, '.', '_' or '-' (it names a folder)")
     if version in (previous_version, versions.LATEST):

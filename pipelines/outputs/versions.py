@@ -22,9 +22,16 @@ read_latest = layout.read_latest  # LATEST is read and written in one module
 FULL_GIVEN = "--full was given"  # why a --full run converts everything (the summary tells its unchanged case)
 
 
-def new_version_name(now: Optional[datetime.datetime] = None) -> str:
+def new_version_name(now: Optional[datetime.datetime] = None, previous: str = "") -> str:
+    """The UTC time to the second; a run published within the same second as
+    `previous` (a scheduled job retried at once) gets `-2`, `-3`, ... so its
+    name is new and still sorts after the one LATEST names."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    return now.strftime("v%Y%m%d-%H%M%S")
+    name = now.strftime("v%Y%m%d-%H%M%S")
+    if previous == name or previous.startswith(name + "-"):
+        tail = previous[len(name) + 1:]
+        name = f"{name}-{int(tail) + 1 if tail.isdigit() else 2}"
+    return name
 
 
 class LatestMoved(ConversionError, RuntimeError):
