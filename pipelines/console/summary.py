@@ -40,7 +40,7 @@ def print_summary(output: str, seconds: float, out=None) -> None:
             print(f"warning: split {name}: {plural(s['num_shards'], 'shard')} for {plural(s['records'], 'record')}; "
                   f"{plural(empty, 'shard')} {'is' if empty == 1 else 'are'} empty", file=sys.stderr)
     reader = ((m.get("options") or {}).get("output") or {}).get("reader") or []
-    if reader and all(isinstance(r, str) for r in reader):
+    if isinstance(reader, list) and reader and all(isinstance(r, str) for r in reader):
         print(f"for {reader[0]}: {' '.join(reader[1:]) or 'nothing to set'} (a flag you give wins)", file=out)
     for line in count_lines(c, "written", m["rejects_by_reason"], fsutil.join(output, layout.REJECTS)):
         print(line, file=out)

@@ -3,9 +3,9 @@ files and streamed into one TFRecord file in the staging folder.
 
 Image bytes are read here, a bounded number ahead of the writing (in order,
 transforms/storage/reads.py), and never pass through the runner; a worker holds the
-reads in flight and one shard's metadata at a time. A local shard's writes
-run on a thread of their own, behind the reading and encoding
-(transforms/storage/write_behind.py). The file gets a
+reads in flight and one shard's metadata at a time. A local shard's bytes
+are written by the thread that reads and encodes them, while they are in
+the CPU's cache (transforms/storage/shard_file.py). The file gets a
 unique temporary name; only the publish step gives it its final name, so a
 retried or replayed bundle rewrites instead of duplicating, and nothing
 partial is ever visible under a final name.
@@ -390,7 +390,7 @@ class ShardWriter:
         prev = self._w.spec.reuse.previous
         writer = self._writer
         sink = writer.sink
-        sink.flush()  # the writes handed over come first
+        sink.flush()  # a buffered sink's writes come first
         fd, at, crc = sink.fileno(), writer.bytes_written, writer.crc
         try:
             copied = previous.copy_range(prev.folder, unit.shard, unit.start, unit.end, fd, self._w.pinned(unit.shard))
@@ -402,8 +402,7 @@ class ShardWriter:
         # Record by record rather than provenance.run_problem over the whole run: each record is checksummed while
         # it is in the cache, and its running CRC (for the provenance) comes from its bytes. The whole run read back
         # at once and checked by run_problem, with the CRCs derived by shifts, takes as long and costs about a tenth
-        # more of the write stage's CPU. Nor is the copy handed to the shard's writing thread (write_behind.py):
-        # the stage waits on the disk taking the copies, not on this thread, so that only adds CPU.
+        # more of the write stage's CPU.
         placed, pos, problem = [], at, copied != unit.end - unit.start
         for rec in () if problem else unit.recs:
             length = rec.prev.length

@@ -109,7 +109,7 @@ def shard_writer(path: str, output_format: OutputFormat, compression: Compressio
         finally:
             writer.discard()
         return
-    with fsutil.open_write_behind(path) as sink:
+    with fsutil.open_shard_write(path) as sink:
         yield RecordWriter(sink, compression)
 
 

@@ -101,14 +101,14 @@ def open_write(path: str):
     return FileSystems.create(path, compression_type=_RAW)
 
 
-def open_write_behind(path: str):
-    """open_write, for a large file written in many pieces: locally its writes
-    run on a thread of their own (write_behind.py)."""
+def open_shard_write(path: str):
+    """open_write, for a shard: locally a read-write file whose writes go
+    straight to the kernel, each whole or raising (shard_file.py)."""
     if not is_local(path):
         return open_write(path)
-    from tfrecord_pipelines.transforms.storage.write_behind import WriteBehind
+    from tfrecord_pipelines.transforms.storage.shard_file import ShardFile
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    return WriteBehind(path)
+    return ShardFile(path)
 
 
 def _local_temp(path: str) -> str:
