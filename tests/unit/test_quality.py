@@ -262,6 +262,24 @@ def test_a_group_of_many_copies_lists_the_first_files_and_counts_all():
     assert len(out["examples"][0]["files"]) == quality.MAX_GROUP_FILES
 
 
+def test_duplicates_across_blocks_match_one_block_and_survive_hash_collisions(monkeypatch):
+    rng = random.Random(3)
+    rows = [row(f"t/{i:05d}.jpg", rng.choice(["train", "validation"]), rng.choice(["cat", "dog"]),
+                sha=str(rng.randrange(400))) for i in range(3 * quality.MAX_GROUP_FILES + 500)]
+    rng.shuffle(rows)
+    blocks = [quality.Columns.of(rows[i:i + 97]) for i in range(0, len(rows), 97)]
+    whole = quality.dup_summary(quality.Columns.of(rows))
+    assert whole[0] > 0 and quality.dup_summary_of(lambda: iter(blocks)) == whole
+    many = [row(f"t/{i:04d}.jpg", sha="same") for i in reversed(range(5 * quality.MAX_GROUP_FILES))]
+    many.append(row("alone.jpg", sha="other"))
+    monkeypatch.setattr(quality, "_sha_hashes", lambda cols: np.zeros(len(cols.sha256), np.int64))
+    out = quality.DupSummary.output(quality.dup_summary_of(
+        lambda: (quality.Columns.of(many[i:i + 50]) for i in range(0, len(many), 50))), "keep_all")
+    assert (out["groups"], out["extra_copies"]) == (1, len(many) - 2)  # "alone" collides, but is no group
+    assert [f["path"] for f in out["examples"][0]["files"]] == \
+        [f"t/{i:04d}.jpg" for i in range(quality.MAX_GROUP_FILES)]
+
+
 def test_duplicate_groups_and_summary():
     g1 = quality.dup_group("s1", [row("v/x.jpg", "validation", "dog", 1), row("t/x.jpg", "train", "cat", 0)])
     assert g1["across_splits"] and g1["conflicting_labels"]

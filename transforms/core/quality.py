@@ -33,7 +33,7 @@ import hashlib
 import heapq
 import itertools
 import operator
-from typing import Iterable, NamedTuple, Optional
+from typing import Callable, Iterable, NamedTuple, Optional
 
 import numpy as np
 from PIL import Image
@@ -229,11 +229,44 @@ def dup_group(sha: str, files: Iterable) -> dict:
     many, and the first MAX_GROUP_FILES by path (a placeholder image copied
     100,000 times must not make the manifest, or the memory of the steps that
     carry it, grow with its copies)."""
-    files = sorted(files, key=lambda f: f.rel)
-    return {"sha256": sha, "count": len(files),
-            "across_splits": len({f.split for f in files}) > 1,
-            "conflicting_labels": len({f.label for f in files}) > 1,
-            "files": [row_file(f) for f in files[:MAX_GROUP_FILES]]}
+    copies = _Copies()
+    for f in files:
+        copies.add(f)
+    return copies.group(sha)
+
+
+class _Copies:
+    """What dup_group reports of the files sharing one sha256, folded as they
+    come: the count, the splits and labels seen, and the first
+    MAX_GROUP_FILES by path (the list is sorted and cut each time it reaches
+    twice that, which keeps the same files as one sort of all)."""
+
+    __slots__ = ("count", "splits", "labels", "first")
+
+    def __init__(self):
+        self.count, self.splits, self.labels, self.first = 0, set(), set(), []
+
+    def add(self, f) -> None:
+        self.count += 1
+        self.splits.add(f.split)
+        self.labels.add(f.label)
+        self.first.append(f)
+        if len(self.first) >= 2 * MAX_GROUP_FILES:
+            self._cut()
+
+    def _cut(self) -> None:
+        self.first.sort(key=_rel)
+        del self.first[MAX_GROUP_FILES:]
+
+    def group(self, sha: str) -> dict:
+        self._cut()
+        return {"sha256": sha, "count": self.count,
+                "across_splits": len(self.splits) > 1,
+                "conflicting_labels": len(self.labels) > 1,
+                "files": [row_file(f) for f in self.first]}
+
+
+_rel = operator.attrgetter("rel")
 
 
 class DupSummary:
@@ -267,17 +300,35 @@ class DupSummary:
 
 def dup_summary(cols: Columns) -> tuple:
     """The DupSummary of the groups of rows in `cols` that share a sha256."""
-    if len(set(cols.sha256)) == len(cols.sha256):  # the usual case: nothing to group
+    return dup_summary_of(lambda: (cols,))
+
+
+def dup_summary_of(blocks: Callable[[], Iterable[Columns]]) -> tuple:
+    """dup_summary of the rows of many blocks, `blocks()` read twice: first
+    only a hash of each sha256 is kept (8 bytes a row), then only the rows
+    whose hash another row shares are looked at, each sha256's copies folded
+    as they come (_Copies). A group of a million distinct rows so costs ~8 MB,
+    not the ~300 MB of its rows, and 100,000 copies of one placeholder image
+    cost MAX_GROUP_FILES rows."""
+    h = np.concatenate([_sha_hashes(b) for b in blocks()] or [np.zeros(0, np.int64)])
+    h.sort()
+    shared = np.unique(h[1:][h[1:] == h[:-1]])
+    if not len(shared):  # the usual case: nothing to group
         return DupSummary.empty()
-    counts = collections.Counter(cols.sha256)
-    by_sha = collections.defaultdict(list)
-    for i, sha in enumerate(cols.sha256):
-        if counts[sha] > 1:
-            by_sha[sha].append(cols.row(i))
+    copies = collections.defaultdict(_Copies)
+    for b in blocks():
+        for i in np.flatnonzero(np.isin(_sha_hashes(b), shared)).tolist():
+            copies[b.sha256[i]].add(b.row(i))
     acc = DupSummary.empty()
-    for sha, rows in sorted(by_sha.items()):
-        acc = DupSummary.add(acc, dup_group(sha, rows))
+    for sha, c in sorted(copies.items()):
+        if c.count > 1:  # not a row whose hash only collides with another's
+            acc = DupSummary.add(acc, c.group(sha))
     return acc
+
+
+def _sha_hashes(cols: Columns) -> np.ndarray:
+    # Python's string hash: equal within the process, which is all one call needs.
+    return np.fromiter(map(hash, cols.sha256), dtype=np.int64, count=len(cols.sha256))
 
 
 def _group_order(g: dict) -> tuple:

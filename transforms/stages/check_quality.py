@@ -38,7 +38,8 @@ from tfrecord_pipelines.transforms.storage.unsized import Unsized, unwrap
 
 EXACT, NEAR, FIGURES, DUPS_ACC, NEAR_ACC = "exact", "near", "figures", "dups_acc", "near_acc"
 # Few group keys: a shard's rows travel as one element per key (elements cost the runner ~35 us each),
-# and a group holds 1/16 (exact) or 1/8 of one band (near) of the rows, a few MB at a million images.
+# and a group holds 1/16 (exact) or 1/8 of one band (near) of the rows; the exact check reads its group twice
+# and keeps 8 bytes a row (quality.dup_summary_of), so its memory stays ~1 MB per million images.
 SHA_BUCKET_CHARS = 1   # 16 groups by the sha256's first hex digit
 NEAR_SUB_BITS = 3      # 8 groups per band by the band value's top bits
 
@@ -80,12 +81,13 @@ def check_group(key, values, max_distance: int):
             counts.update(c)
         yield FIGURES, (counts, quality.merge_sizes(s for _, s in values))
         return
-    cols = quality.Columns.concat(c for v in values for c in spill.load(v))
     if key[0] == EXACT:
-        acc = quality.dup_summary(cols)
+        values = list(values) if iter(values) is values else values  # read twice
+        acc = quality.dup_summary_of(lambda: (c for v in values for c in spill.load(v)))
         if acc[0]:
             yield DUPS_ACC, Batch(acc)
         return
+    cols = quality.Columns.concat(c for v in values for c in spill.load(v))
     acc = quality.near_summary(cols, key[1], max_distance)
     if acc[0] or acc[2]:
         yield NEAR_ACC, Batch(acc)
