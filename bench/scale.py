@@ -93,7 +93,7 @@ def main(argv=None) -> int:
         try:
             cmd = [sys.executable, "-m", "tfrecord_pipelines.convert", "--input", train, "--output", out,
                    "--progress", "off", "--overwrite", *a.extra.split(),
-                   *(["--max_reject_fraction", "1"] if a.bad else [])]
+                   *(["--max_reject_fraction", "1", "--allow_empty"] if a.bad else [])]
             r = procmon.run_measured(cmd, cwd=ROOT, interval=a.interval, timeout=7200)
             if r["returncode"] != 0:
                 raise SystemExit(f"the conversion of {n:,} images failed (exit {r['returncode']})")
