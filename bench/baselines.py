@@ -25,7 +25,8 @@ VARIANT is one of:
                       cores: per record a read, the header probe, SHA-256 of the bytes, the Example from our
                       encoder, framed with its two CRC32Cs (the record's, the shard's running one) and written into
                       the shard files, which are dealt over a process per core (bench/profile.py's steps)
-  bound_full          the same with full validation's probe (the 1/8-scale decode)
+  bound_full          the same with full validation's probe (the 1/8-scale decode) and the perceptual hash
+                      of each decode that a default full conversion's near-duplicate check needs
 
 Files are listed with a sorted walk; the label is the top folder's name (ids
 in sorted order). Each variant prints one JSON line: {"images": n, "bytes": b}.
@@ -93,10 +94,12 @@ def _bound_shards(task) -> int:
     total = 0
     chunks = _chunks(items, shards)
     for s in mine:
+        hash_inputs = []
         with open(os.path.join(out, f"train-{s:05d}-of-{shards:05d}.tfrecord"), "wb") as f:
             writer = RecordWriter(f)
             for item in chunks[s]:
-                total += profile.record_work(root, item, policy, encoder, writer)
+                total += profile.record_work(root, item, policy, encoder, writer, hash_inputs)
+        profile.perceptual_hashes(hash_inputs)
     return total
 
 

@@ -8,11 +8,14 @@ times (the median pass is reported, and the fastest):
 
   read             open + read the file (warm page cache)
   header probe     tfrecord_pipelines.transforms.core.images.probe_image, --validate header (marker walk to EOI)
-  full validate    probe_image, --validate full (the header checks + a 1/8-scale draft decode)
+  full validate    probe_image, --validate full (the header checks + a 1/8-scale draft decode + the
+                   perceptual hash's input, the decode box-reduced, as the default near-duplicate check needs)
   Pillow full decode   Image.open(...).load(): the decode_all_cores reference
   fingerprint      tfrecord_pipelines.transforms.core.records.fingerprint (CRC32C of the whole file: the change
                    check of --reads_per_image 2)
   sha256           hashlib.sha256(data).hexdigest() for image/key/sha256
+  perceptual hash  quality.hashes of those inputs, HASH_BATCH at a time as the shard writer does
+                   (full mode with the default --near_duplicates)
   Example build    features.ExampleEncoder.encode (the shard writer's: rows in key order, repeating entries reused)
   framing+CRC      tfrecord_io.RecordWriter.write into a null sink: framing, the record's
                    CRC32C and the shard's running CRC32C (both shown too)
@@ -29,7 +32,7 @@ header mode, one read per image (the default for folder trees):
     write stage:    read + header probe + sha256 + Example build + framing+CRC + write
 With --reads_per_image 2, add a read and two fingerprints (validate stage:
 read + header probe + fingerprint; write stage: read again + fingerprint).
-Full mode adds (full validate - header probe). With the bench's results
+Full mode adds (full validate - header probe) + perceptual hash. With the bench's results
 (--bench-json, default: the newest complete bench/results/bench-*.json), the
 Beam/runner overhead per image is estimated as
     ours_<mode> marginal CPU us/image (CPU seconds of the whole process tree, between the
@@ -57,6 +60,7 @@ import time
 
 from tfrecord_pipelines.transforms.core.features import ExampleEncoder
 from tfrecord_pipelines.transforms.core.images import ImagePolicy, Validation, configure_pillow, probe_image
+from tfrecord_pipelines.transforms.core.quality import HASH_BATCH, hashes
 from tfrecord_pipelines.transforms.core.records import Rec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,8 +81,9 @@ def read_file(path: str) -> bytes:
 
 
 def policies() -> tuple:
-    """(header, full) ImagePolicy, Pillow configured as the converter does."""
-    header, full = ImagePolicy(validation=Validation.HEADER), ImagePolicy()
+    """(header, full) ImagePolicy as a default conversion sets them, Pillow configured as the converter
+    does. Full mode's default near-duplicate check hashes every decode (in batches: hash_later)."""
+    header, full = ImagePolicy(validation=Validation.HEADER), ImagePolicy(perceptual_hash=True, hash_later=True)
     configure_pillow(full)
     return header, full
 
@@ -105,16 +110,30 @@ def new_encoder():
     return ExampleEncoder("class", {})
 
 
-def record_work(root: str, item: tuple, policy, encoder, writer) -> int:
+def record_work(root: str, item: tuple, policy, encoder, writer, hash_inputs: list) -> int:
     """One record, whole, as the shard writer does it with one read per image:
     read, probe, SHA-256, the Example, framed (the record's CRC32C and the
-    shard's running one) into `writer` (a tfrecord_io.RecordWriter). Returns
-    the image's bytes."""
+    shard's running one) into `writer` (a tfrecord_io.RecordWriter); with
+    policy.hash_later, the perceptual hash's input joins `hash_inputs`, and
+    every HASH_BATCH of them are hashed (perceptual_hashes). Returns the
+    image's bytes."""
     data = read_file(item[0])
-    rec = make_rec(root, item, data, probe(data, policy))
+    info = probe(data, policy)
+    rec = make_rec(root, item, data, info)
     sha = sha256_hex(data)
     writer.write(*encoder.encode(rec, data, sha))
+    if policy.hash_later:
+        hash_inputs.append(info.hash_input)
+        if len(hash_inputs) >= HASH_BATCH:
+            perceptual_hashes(hash_inputs)
     return len(data)
+
+
+def perceptual_hashes(hash_inputs: list) -> list:
+    """The perceptual hashes of the inputs waiting (emptied), as the shard writer computes them."""
+    out = hashes(hash_inputs)
+    hash_inputs.clear()
+    return out
 
 
 def _time_pass(fn, items) -> float:
@@ -227,6 +246,11 @@ def main(argv=None) -> int:
     steps["Pillow full decode"] = measure(datas, a.passes, pil_decode)
     steps["fingerprint"] = measure(datas, a.passes, fingerprint)
     steps["sha256"] = measure(datas, a.passes, sha256_hex)
+    hash_in = [probe(d, full_policy).hash_input for d in datas]
+    batches = [hash_in[i:i + HASH_BATCH] for i in range(0, n, HASH_BATCH)]
+    times = [_time_pass(hashes, batches) for _ in range(a.passes)]
+    steps["perceptual hash"] = {"us_median": round(statistics.median(times) / n * 1e6, 1),
+                                "us_min": round(min(times) / n * 1e6, 1)}
     steps["Example build"] = measure(idx, a.passes, lambda i: encoder.encode(recs[i], datas[i], shas[i]))
     steps["framing+CRC"] = measure(idx, a.passes, framing)
     steps["  of which CRC32C"] = measure(idx, a.passes, lambda i: masked_crc(encoded[i][0]))
@@ -257,7 +281,7 @@ def main(argv=None) -> int:
 
     u = {k: v["us_median"] for k, v in steps.items()}
     header_path = u["read"] + u["header probe"] + u["sha256"] + u["Example build"] + u["framing+CRC"] + u["write"]
-    full_path = header_path + u["full validate"] - u["header probe"]
+    full_path = header_path + u["full validate"] - u["header probe"] + u["perceptual hash"]
     two_reads = u["read"] + 2 * u["fingerprint"]
     paths_us = {"ours_header": round(header_path, 1), "ours_full": round(full_path, 1),
                 "two_reads_extra": round(two_reads, 1)}
@@ -269,7 +293,8 @@ def main(argv=None) -> int:
     print("-" * 47)
     print(f"{'our path, header mode':<26} {header_path:>9,.1f}   = read + header probe + sha256"
           " + Example build + framing+CRC + write")
-    print(f"{'our path, full mode':<26} {full_path:>9,.1f}   = header path + (full validate - header probe)")
+    print(f"{'our path, full mode':<26} {full_path:>9,.1f}   = header path + (full validate - header probe)"
+          " + perceptual hash")
     print(f"{'--reads_per_image 2 adds':<26} {two_reads:>9,.1f}   = read + 2 x fingerprint")
 
     result = {"data": train, "images": n, "mean_bytes": round(nbytes / n), "passes": a.passes,

@@ -54,7 +54,7 @@ DESCRIPTIONS = {
     "validate_all_cores": "read + tfrecord_pipelines.transforms.core.images.probe_image (full), process pool on all cores (no output)",
     "bound_header": "the work each header-mode record needs (read, header probe, SHA-256, our Example, two CRC32Cs, "
                     "write), the shard files dealt over a process per core",
-    "bound_full": "bound_header with full validation's probe (1/8-scale decode)",
+    "bound_full": "bound_header with full validation's probe (1/8-scale decode) and the perceptual hash",
     "ours_header": "python -m tfrecord_pipelines.convert --validate header",
     "ours_full": "python -m tfrecord_pipelines.convert --validate full (the default)",
 }
