@@ -19,7 +19,7 @@ def _run(args, cwd=ROOT, timeout=300):
 
 
 def test_bench_runs_end_to_end(tmp_path):
-    from bench.run import DEFAULT_VARIANTS
+    from bench.run import DEFAULT_VARIANTS, page_reporting
 
     out = tmp_path / "results" / "bench.json"
     p = _run(["-m", "bench.run", "--sizes", ",".join(map(str, SIZES)), "--scale", "0.25", "--classes", "4",
@@ -30,6 +30,7 @@ def test_bench_runs_end_to_end(tmp_path):
 
     doc = json.loads(out.read_text())
     assert doc["complete"] is True
+    assert doc["machine"]["page_reporting"].keys() == page_reporting().keys()
     assert doc["machine"]["nproc"] >= 1 and doc["versions"]["apache-beam"] and doc["versions"]["tensorflow"]
     assert set(doc["datasets"]) == {str(n) for n in SIZES}
     for n in SIZES:
@@ -75,6 +76,21 @@ def test_bench_runs_end_to_end(tmp_path):
     for step in ("read", "header probe", "full validate", "sha256", "Example build", "framing+CRC", "write"):
         assert res["steps_us_per_image"][step]["us_median"] > 0, step
     assert set(res["overhead"]) >= {"ours_header", "ours_full"}
+
+
+def test_the_bench_names_a_kernel_that_returns_freed_memory_soon(tmp_path):
+    from bench.run import page_reporting, page_reporting_warning
+
+    folder = tmp_path / "parameters"
+    folder.mkdir()
+    (folder / "max_waiting_mib").write_text("1024\n")
+    (folder / "min_free_ms").write_text("0\n")
+    params = page_reporting(str(folder))
+    assert params == {"max_waiting_mib": "1024", "min_free_ms": "0"}
+    line = page_reporting_warning(params)
+    assert "max_waiting_mib" in line and "min_free_ms" in line and "restore" in line
+    assert page_reporting_warning({"max_waiting_mib": "20000", "min_free_ms": "60000"}) == ""
+    assert page_reporting_warning({}) == "" and page_reporting(str(tmp_path / "absent")) == {}
 
 
 def test_tree_sampler_finds_every_process():
