@@ -33,7 +33,7 @@ from tfrecord_pipelines.console.progress_line import ProgressLine
 from tfrecord_pipelines.run.stderr_filter import filtered_stderr
 from tfrecord_pipelines.transforms.core import errors
 from tfrecord_pipelines.transforms.stages.publish import TooManyRejects
-from tfrecord_pipelines.transforms.storage import fsutil, layout, resume, run_lock, scratch, spill
+from tfrecord_pipelines.transforms.storage import copy_trust, fsutil, layout, resume, run_lock, scratch, spill
 
 
 def check_output_path(output: str) -> None:
@@ -362,16 +362,19 @@ def describe_interrupt(cfg: ConvertConfig) -> str:
 
 
 def _completed_shards(parent: str) -> Optional[int]:
-    """The complete shards (those with a done-record) in the resume area
-    written last under `parent`: this run's (another run's would be older);
-    None when that cannot be told (a bucket keeps no folder times)."""
+    """The complete shards in the resume area written last under `parent`
+    (this run's: another run's would be older): those whose done-record is
+    pinned, as a rerun keeps them (a signal can land between a done-record's
+    write and its pin); None when that cannot be told (a bucket keeps no
+    folder times)."""
     found = resume.areas(parent)
     if not found:
         return 0
     if not fsutil.is_local(parent):
         return None
     newest = max(found, key=lambda a: os.stat(a).st_mtime_ns)
-    return sum(1 for n in os.listdir(newest) if n.endswith(resume.DONE_SUFFIX))
+    return sum(1 for n in os.listdir(newest)
+               if n.endswith(resume.DONE_SUFFIX) and copy_trust.pinned(os.path.join(newest, n)))
 
 
 def describe_failure(e: BaseException, output: str, run_id: str = "", remote: bool = False,
