@@ -193,6 +193,63 @@ def page_reporting_warning(params: dict) -> str:
             f"echo 60000 > {PAGE_REPORTING}/min_free_ms (and restore them after)")
 
 
+DAMON_ADMIN = "/sys/kernel/mm/damon/admin/kdamonds"
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def damon_pageout(folder: str = DAMON_ADMIN) -> list:
+    """The DAMON schemes of this kernel that page memory out (action
+    "pageout"), each {"kdamond", "state", "min_age_s", "quota_mb_per_s"}
+    ([] without DAMON or without such a scheme)."""
+    out = []
+    try:
+        kdamonds = sorted(k for k in os.listdir(folder) if k.isdigit())
+    except OSError:
+        return out
+    for k in kdamonds:
+        contexts = os.path.join(folder, k, "contexts")
+        for c in sorted(x for x in (os.listdir(contexts) if os.path.isdir(contexts) else ()) if x.isdigit()):
+            attrs = os.path.join(contexts, c, "monitoring_attrs", "intervals")
+            schemes = os.path.join(contexts, c, "schemes")
+            for s in sorted(x for x in (os.listdir(schemes) if os.path.isdir(schemes) else ()) if x.isdigit()):
+                scheme = os.path.join(schemes, s)
+                if _read(os.path.join(scheme, "action")) != "pageout":
+                    continue
+                try:
+                    age = int(_read(os.path.join(scheme, "access_pattern", "age", "min")))
+                    age_s = age * int(_read(os.path.join(attrs, "aggr_us"))) / 1e6
+                except ValueError:
+                    age_s = None
+                try:
+                    quota = int(_read(os.path.join(scheme, "quotas", "bytes"))) / 2**20 / (
+                        int(_read(os.path.join(scheme, "quotas", "reset_interval_ms"))) / 1000)
+                except (ValueError, ZeroDivisionError):
+                    quota = None
+                out.append({"kdamond": os.path.join(folder, k), "state": _read(os.path.join(folder, k, "state")),
+                            "min_age_s": age_s, "quota_mb_per_s": quota})
+    return out
+
+
+def damon_warning(schemes: list) -> str:
+    """A line for a kernel whose DAMON pages out memory idle for a while: the
+    page cache of a bench tree not read for that long is paged out between
+    runs and read back from disk (~5 GB for the 50,000-image tree)."""
+    on = [s for s in schemes if s["state"] == "on"]
+    if not on:
+        return ""
+    ages = ", ".join(f"{s['min_age_s']:g} s" for s in on if s["min_age_s"] is not None) or "a while"
+    offs = "; ".join(f"echo off > {s['kdamond']}/state" for s in on)
+    return (f"note: DAMON pages out memory idle for {ages}, so the trees' page cache is read back from disk "
+            f"between runs and walls vary; for steadier figures, as root: {offs} (and echo on after)")
+
+
 def prefault(mb: int) -> float:
     """Touches `mb` MB of fresh memory and frees it; returns the seconds it took.
 
@@ -458,7 +515,7 @@ def environment() -> dict:
     return {
         "machine": {"nproc": os.cpu_count(), "mem_total_gb": round(mem / 2**30, 1), "cpu_model": model,
                     "kernel": platform.release(), "platform": platform.platform(),
-                    "page_reporting": page_reporting()},
+                    "page_reporting": page_reporting(), "damon_pageout": damon_pageout()},
         "versions": {"python": platform.python_version(), "apache-beam": _version("apache-beam"),
                      "tensorflow": _version("tensorflow"), "pillow": _version("pillow"),
                      "tfx-bsl": _version("tfx-bsl"), "protobuf": _version("protobuf"),
@@ -533,9 +590,9 @@ def main(argv=None) -> int:
     logs = os.path.join(work, "logs")
     os.makedirs(logs, exist_ok=True)
 
-    warning = page_reporting_warning(page_reporting())
-    if warning:
-        log(warning)
+    for warning in (page_reporting_warning(page_reporting()), damon_warning(damon_pageout())):
+        if warning:
+            log(warning)
     datasets = {}
     for n in sizes:
         datasets[n] = dataset.ensure_size(data_dir, n, a.classes, a.seed, a.scale, max_n=max(sizes), log=log)

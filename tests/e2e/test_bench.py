@@ -222,3 +222,28 @@ def test_beam_floor_runs_beam_as_the_converter_does_and_reads_no_image(tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     assert json.loads(p.stdout.strip().splitlines()[-1]) == {"images": 15, "bytes": 0}
     assert p.stderr.strip().splitlines()[-1] == "False False", p.stderr[-2000:]
+
+
+def test_the_bench_names_a_kernel_whose_damon_pages_out_idle_memory(tmp_path):
+    from bench.run import damon_pageout, damon_warning
+
+    kdamond = tmp_path / "kdamonds" / "0"
+    ctx = kdamond / "contexts" / "0"
+    (ctx / "monitoring_attrs" / "intervals").mkdir(parents=True)
+    (ctx / "monitoring_attrs" / "intervals" / "aggr_us").write_text("5000000\n")
+    for n, action in (("0", "pageout"), ("1", "stat")):
+        scheme = ctx / "schemes" / n
+        (scheme / "access_pattern" / "age").mkdir(parents=True)
+        (scheme / "quotas").mkdir()
+        (scheme / "action").write_text(action + "\n")
+        (scheme / "access_pattern" / "age" / "min").write_text("12\n")
+        (scheme / "quotas" / "bytes").write_text(str(128 * 2**20) + "\n")
+        (scheme / "quotas" / "reset_interval_ms").write_text("1000\n")
+    (kdamond / "state").write_text("on\n")
+    found = damon_pageout(str(tmp_path / "kdamonds"))
+    assert found == [{"kdamond": str(kdamond), "state": "on", "min_age_s": 60.0, "quota_mb_per_s": 128.0}]
+    line = damon_warning(found)
+    assert "60 s" in line and f"echo off > {kdamond}/state" in line and "echo on after" in line
+    (kdamond / "state").write_text("off\n")
+    assert damon_warning(damon_pageout(str(tmp_path / "kdamonds"))) == ""
+    assert damon_pageout(str(tmp_path / "absent")) == [] and damon_warning([]) == ""
