@@ -204,21 +204,25 @@ def _read(path: str) -> str:
         return ""
 
 
+def _numbered(folder: str) -> list:
+    """The numbered entries of a sysfs folder, in order ([] when it is absent)."""
+    try:
+        return sorted((x for x in os.listdir(folder) if x.isdigit()), key=int)
+    except OSError:
+        return []
+
+
 def damon_pageout(folder: str = DAMON_ADMIN) -> list:
     """The DAMON schemes of this kernel that page memory out (action
     "pageout"), each {"kdamond", "state", "min_age_s", "quota_mb_per_s"}
     ([] without DAMON or without such a scheme)."""
     out = []
-    try:
-        kdamonds = sorted(k for k in os.listdir(folder) if k.isdigit())
-    except OSError:
-        return out
-    for k in kdamonds:
+    for k in _numbered(folder):
         contexts = os.path.join(folder, k, "contexts")
-        for c in sorted(x for x in (os.listdir(contexts) if os.path.isdir(contexts) else ()) if x.isdigit()):
+        for c in _numbered(contexts):
             attrs = os.path.join(contexts, c, "monitoring_attrs", "intervals")
             schemes = os.path.join(contexts, c, "schemes")
-            for s in sorted(x for x in (os.listdir(schemes) if os.path.isdir(schemes) else ()) if x.isdigit()):
+            for s in _numbered(schemes):
                 scheme = os.path.join(schemes, s)
                 if _read(os.path.join(scheme, "action")) != "pageout":
                     continue
