@@ -50,8 +50,11 @@ def cli(images, out, slow_under, hook, check=False, mode=tuple(MULTI), **kw):
                TEST_SLOW_UNDER=os.path.join(slow_under, "") if slow_under else "")
     cmd = [sys.executable, "-m", "tfrecord_pipelines.cli", "convert", "--input", images, "--output", out, *OPTS, *mode]
     if kw.pop("popen", False):
+        # As a terminal starts it: SIGINT at its default even when this test runs under nohup or `&`,
+        # whose inherited SIG_IGN the run rightly keeps.
         return subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     got = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert not check or got.returncode == 0, got.stderr
     return got

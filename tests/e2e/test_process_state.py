@@ -3,7 +3,9 @@ tfp.convert() on a small input (run in the caller's process) and on worker
 processes, in a fresh interpreter that ran a plain Beam pipeline of each kind
 first (so Beam's own one-time effects are excluded), the functions of Beam's
 modules, os.environ, warning filters, logger levels, fd 2, signal handlers,
-Pillow's settings, live threads and child processes are what they were."""
+Pillow's settings, live threads and child processes are what they were. The
+idle workers Beam's shared thread pool keeps for reuse are left out of the
+threads and checked against that pool's own bound."""
 from __future__ import annotations
 
 import json
@@ -29,14 +31,26 @@ def children():
                 out.append(int(p))
     return sorted(out)
 
+def idle_pool_workers():
+    # Beam's shared thread pool keeps up to 16 idle workers for reuse, and how many depends on the peak
+    # concurrency of whatever ran last (load on the machine included): Beam's own bounded cache, not ours.
+    from apache_beam.utils import thread_pool_executor as tpe
+    pool = tpe.shared_unbounded_instance()
+    return set(pool._idle_worker_queue.queue), pool._max_idle_threads
+
 def threads():
     deadline = time.time() + 5  # a thread that is ending may take a moment
     while True:
-        names = sorted(t.name for t in threading.enumerate())
+        idle, _ = idle_pool_workers()
+        names = sorted(t.name for t in threading.enumerate() if t not in idle)
         if time.time() > deadline or names == getattr(threads, "last", None):
             return names
         threads.last = names
         time.sleep(0.5)
+
+def pool_within_bound():
+    idle, bound = idle_pool_workers()
+    return len(idle) <= bound + 1  # a worker re-queues itself after the trim in submit()
 
 def beam_functions():
     out = {}
@@ -59,7 +73,8 @@ def snapshot():
             "fd2": os.readlink("/proc/self/fd/2"), "stderr": id(sys.stderr), "stdout": id(sys.stdout),
             "signals": {int(s): repr(signal.getsignal(s)) for s in signal.valid_signals()
                         if s not in (signal.SIGKILL, signal.SIGSTOP)},
-            "pil": [Image.MAX_IMAGE_PIXELS], "threads": threads(), "children": children()}
+            "pil": [Image.MAX_IMAGE_PIXELS], "threads": threads(), "beam_pool_bounded": pool_within_bound(),
+            "children": children()}
 '''
 
 CODE = SNAPSHOT + r'''
